@@ -1,0 +1,164 @@
+"""Serve the vendored, patched copies of upstream diffusers modules under their upstream names.
+
+This module runs at interpreter start-up (through ``diffusers_patched.pth``), so it imports nothing
+heavy: no torch, no diffusers, no importlib.metadata. The guards run the first time a patched
+module is imported, when ``diffusers`` itself is already in ``sys.modules``.
+"""
+
+import os
+import sys
+import warnings
+
+from . import _vendor
+
+
+ENV_SWITCH = "DIFFUSERS_PATCHED"
+ENV_STRICT = "DIFFUSERS_PATCHED_STRICT"
+_TRUE_VALUES = {"1", "true", "yes", "on"}
+_FALSE_VALUES = {"0", "false", "no", "off"}
+
+VENDOR_DIR = os.path.dirname(os.path.abspath(_vendor.__file__))
+
+
+class DiffusersPatchedWarning(UserWarning):
+    pass
+
+
+class _State:
+    """What activation decided in this process, and why; read by `status`."""
+
+    def __init__(self):
+        self.finder = None
+        self.reason = "not activated yet"
+        # None until the first patched module is imported; then whether the guards passed.
+        self.guards_passed = None
+        self.problems = []
+
+
+state = _State()
+
+
+def _read_flag(name, default):
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default, None
+    value = raw.strip().lower()
+    if value in _TRUE_VALUES:
+        return True, None
+    if value in _FALSE_VALUES:
+        return False, None
+    return None, f"{name}={raw!r} is not understood: set {name}=1 to turn it on or {name}=0 to turn it off."
+
+
+def is_strict():
+    strict, _ = _read_flag(ENV_STRICT, False)
+    return bool(strict)
+
+
+def vendored_path(module_name):
+    return os.path.join(VENDOR_DIR, _vendor.MODULES[module_name]["path"])
+
+
+def _warn(message):
+    warnings.warn(f"diffusers-patched: {message}", DiffusersPatchedWarning, stacklevel=3)
+
+
+def _upstream_problems():
+    """Compare the installed diffusers with the base the series was made against."""
+    import hashlib
+
+    diffusers = sys.modules.get("diffusers")
+    found_version = getattr(diffusers, "__version__", None)
+    if found_version != _vendor.UPSTREAM_VERSION:
+        return [
+            f"installed diffusers is {found_version}, but this diffusers-patched is built for diffusers "
+            f"{_vendor.UPSTREAM_VERSION}. Install the matching release with `pip install "
+            f"diffusers=={_vendor.UPSTREAM_VERSION}`, or a diffusers-patched built for diffusers {found_version}."
+        ]
+    package_dir = os.path.dirname(diffusers.__file__)
+    problems = []
+    for module_name, entry in sorted(_vendor.MODULES.items()):
+        upstream_file = os.path.join(package_dir, *entry["path"].split("/")[1:])
+        try:
+            with open(upstream_file, "rb") as f:
+                found_sha256 = hashlib.sha256(f.read()).hexdigest()
+        except OSError as e:
+            found_sha256 = f"unreadable ({e.strerror})"
+        if found_sha256 != entry["pristine_sha256"]:
+            problems.append(
+                f"{upstream_file} has sha256 {found_sha256}, expected {entry['pristine_sha256']} "
+                f"(pristine diffusers {_vendor.UPSTREAM_VERSION}). The installed diffusers was modified; "
+                f"reinstall it with `pip install --force-reinstall --no-deps diffusers=={_vendor.UPSTREAM_VERSION}`."
+            )
+    return problems
+
+
+class VendoredModuleFinder:
+    """A `sys.meta_path` finder that loads patched modules from the vendored tree.
+
+    The module keeps its upstream name and package, so relative imports inside it and every
+    `from .module import name` elsewhere in diffusers bind the patched code.
+    """
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in _vendor.MODULES:
+            return None
+        if state.guards_passed is None:
+            self._run_guards()
+        if not state.guards_passed:
+            return None
+        import importlib.util
+
+        return importlib.util.spec_from_file_location(fullname, vendored_path(fullname))
+
+    @staticmethod
+    def _run_guards():
+        # Decided once for all patched modules: a process is either fully patched or fully upstream.
+        problems = _upstream_problems()
+        state.guards_passed = not problems
+        state.problems = problems
+        if problems:
+            state.reason = "inactive: installed diffusers does not match the base of the series"
+            message = "serving upstream diffusers unpatched: " + " ".join(problems)
+            if is_strict():
+                raise ImportError(f"diffusers-patched: {message} ({ENV_STRICT}=1 makes this an error)")
+            _warn(message)
+
+
+def activate():
+    """Install the finder; idempotent. Errors never escape: they deactivate and are kept for `status`."""
+    if state.finder is not None:
+        return True
+    try:
+        enabled, problem = _read_flag(ENV_SWITCH, True)
+        if problem is not None:
+            state.reason = f"inactive: {problem}"
+            _warn(f"patches are off because {problem}")
+            return False
+        if not enabled:
+            state.reason = f"inactive: switched off by {ENV_SWITCH}=0"
+            return False
+        imported = sorted(name for name in _vendor.MODULES if name in sys.modules)
+        if imported:
+            state.reason = (
+                f"inactive: {', '.join(imported)} had already been imported from upstream diffusers when "
+                "diffusers_patched was activated"
+            )
+            message = (
+                f"{', '.join(imported)} had already been imported from upstream diffusers, so the patches cannot "
+                "apply in this process, which stays fully upstream. Import diffusers_patched before diffusers, or "
+                "reinstall diffusers-patched so that its .pth file activates it at interpreter start-up."
+            )
+            if is_strict():
+                raise ImportError(f"diffusers-patched: {message}")
+            _warn(message)
+            return False
+        state.finder = VendoredModuleFinder()
+        sys.meta_path.insert(0, state.finder)
+        state.reason = "active"
+        return True
+    except ImportError:
+        raise
+    except Exception as e:  # start-up must never break because of us
+        state.reason = f"inactive: activation failed with {type(e).__name__}: {e}"
+        return False
