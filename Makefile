@@ -29,7 +29,9 @@ demo: install
 test: install check-patches lint
 	$(PYTHON) -m pytest tests
 
-RUFF_RULES = --line-length 119 --select C,E,F,I,W --ignore C901,E501
+# Our own code follows upstream diffusers' ruff rules.
+RUFF_RULES = --line-length 119 --select C,E,F,I,W --ignore C901,E501 \
+	--config lint.isort.lines-after-imports=2 --config 'lint.isort.known-first-party=["diffusers_patched"]'
 lint: install
 	$(PYTHON) -m ruff check $(RUFF_RULES) diffusers_patched tests setup.py --exclude diffusers_patched/_vendor
 	$(PYTHON) -m ruff format --line-length 119 --check diffusers_patched tests setup.py --exclude diffusers_patched/_vendor

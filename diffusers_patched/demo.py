@@ -1,0 +1,34 @@
+"""`make demo`: every known failure, on upstream diffusers and with diffusers-patched, side by side."""
+
+import sys
+
+from .scenarios import SCENARIOS, run_scenario
+
+
+def _cell(outcome, width=70):
+    text = ("ok: " if outcome.ok else "FAILS: ") + outcome.result.splitlines()[0]
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def main(names=None):
+    names = names or list(SCENARIOS)
+    rows = []
+    for number, name in enumerate(names, 1):
+        print(f"[{number}/{len(names)}] {name}: {SCENARIOS[name].summary}", file=sys.stderr, flush=True)
+        upstream = run_scenario(name, patched=False)
+        patched = run_scenario(name, patched=True)
+        rows.append((name, upstream, patched))
+    print("| scenario | upstream diffusers | diffusers-patched | time (upstream / patched) |")
+    print("|---|---|---|---|")
+    for name, upstream, patched in rows:
+        print(
+            f"| {name} | {_cell(upstream)} | {_cell(patched)} | {upstream.seconds:.1f} s / {patched.seconds:.1f} s |"
+        )
+    for name, upstream, patched in rows:
+        print(f"\n{name} ({SCENARIOS[name].patch}):\n  upstream: {upstream.result}\n  patched:  {patched.result}")
+    if not all(patched.ok for _, _, patched in rows):
+        sys.exit("some scenarios fail even with diffusers-patched")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
