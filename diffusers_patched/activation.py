@@ -7,7 +7,6 @@ module is imported, when ``diffusers`` itself is already in ``sys.modules``.
 
 import os
 import sys
-import warnings
 
 from . import _vendor
 
@@ -51,7 +50,9 @@ def _read_flag(name, default):
 
 
 def is_strict():
-    strict, _ = _read_flag(ENV_STRICT, False)
+    strict, problem = _read_flag(ENV_STRICT, False)
+    if problem is not None:
+        _warn(f"{problem} Treated as {ENV_STRICT}=0 for now.")
     return bool(strict)
 
 
@@ -60,10 +61,12 @@ def vendored_path(module_name):
 
 
 def _warn(message):
+    import warnings  # only when there is something to say: it is not imported at start-up otherwise
+
     warnings.warn(f"diffusers-patched: {message}", DiffusersPatchedWarning, stacklevel=3)
 
 
-def _upstream_problems():
+def upstream_problems():
     """Compare the installed diffusers with the base the series was made against."""
     import hashlib
 
@@ -93,6 +96,10 @@ def _upstream_problems():
     return problems
 
 
+def _unpatched_message():
+    return "serving upstream diffusers unpatched: " + " ".join(state.problems)
+
+
 class VendoredModuleFinder:
     """A `sys.meta_path` finder that loads patched modules from the vendored tree.
 
@@ -106,6 +113,9 @@ class VendoredModuleFinder:
         if state.guards_passed is None:
             self._run_guards()
         if not state.guards_passed:
+            if is_strict():
+                # Every time, not only the first: a caller that swallows this error must not get upstream on a retry.
+                raise ImportError(f"diffusers-patched: {_unpatched_message()} ({ENV_STRICT}=1 makes this an error)")
             return None
         import importlib.util
 
@@ -114,15 +124,13 @@ class VendoredModuleFinder:
     @staticmethod
     def _run_guards():
         # Decided once for all patched modules: a process is either fully patched or fully upstream.
-        problems = _upstream_problems()
+        problems = upstream_problems()
         state.guards_passed = not problems
         state.problems = problems
         if problems:
             state.reason = "inactive: installed diffusers does not match the base of the series"
-            message = "serving upstream diffusers unpatched: " + " ".join(problems)
-            if is_strict():
-                raise ImportError(f"diffusers-patched: {message} ({ENV_STRICT}=1 makes this an error)")
-            _warn(message)
+            if not is_strict():
+                _warn(_unpatched_message())
 
 
 def activate():

@@ -9,18 +9,25 @@ from . import _vendor, activation
 
 def status_report():
     """What diffusers-patched does in this process: upstream version, activation, patches, vendored modules."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
-        installed = version("diffusers")
-    except PackageNotFoundError:
-        installed = "not installed"
+        import diffusers
+    except ImportError as e:
+        diffusers = None
+        installed = f"not importable ({e})"
+    else:
+        # The diffusers this process runs (which the guards check), not necessarily the one pip recorded.
+        installed = getattr(diffusers, "__version__", "unknown")
     match = "matches" if installed == _vendor.UPSTREAM_VERSION else "does NOT match"
+    # Guards run at the first patched import; run them here too so that status tells before that happens.
+    problems = activation.state.problems if activation.state.guards_passed is not None else []
+    if diffusers is not None and activation.state.guards_passed is None:
+        problems = activation.upstream_problems()
     lines = [
         f"upstream diffusers: {installed} ({match} the series base {_vendor.UPSTREAM_VERSION})",
         f"activation: {activation.state.reason}",
+        f"guards: {'FAIL, patched modules will be served from upstream' if problems else 'pass'}",
     ]
-    lines.extend(f"  problem: {problem}" for problem in activation.state.problems)
+    lines.extend(f"  problem: {problem}" for problem in problems)
     lines.append("patches:")
     for patch in _vendor.PATCHES:
         upstream = f"Fixes {patch['fixes']}" if patch["fixes"] else "no upstream issue"

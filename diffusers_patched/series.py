@@ -114,9 +114,7 @@ def git(repo, *args, check=True, input=None):
         "GIT_CONFIG_GLOBAL": os.devnull,
         "LC_ALL": "C",
     }
-    result = subprocess.run(
-        ["git", "-C", str(repo), *args], env=env, input=input, capture_output=True, check=False
-    )
+    result = subprocess.run(["git", "-C", str(repo), *args], env=env, input=input, capture_output=True, check=False)
     if check and result.returncode != 0:
         raise SeriesError(f"git {' '.join(args)} failed in {repo}:\n{result.stderr.decode(errors='replace')}")
     return result
@@ -180,15 +178,16 @@ def pristine_repo(version, expected_sha256=None):
 
 
 def _patch_hunks(patch_text):
-    """{file: [hunk header, ...]} of a patch in git format."""
+    """{file: [(hunk header, lines the hunk adds or keeps), ...]} of a patch in git format."""
     hunks = {}
     current = None
     for line in patch_text.splitlines():
         if line.startswith("diff --git "):
-            current = line.split(" b/", 1)[1]
-            hunks[current] = []
+            current = hunks.setdefault(line.split(" b/", 1)[1], [])
         elif current is not None and _HUNK_RE.match(line):
-            hunks[current].append(line)
+            current.append((line, set()))
+        elif current and line[:1] in ("+", " "):
+            current[-1][1].add(line[1:])
     return hunks
 
 
@@ -205,7 +204,7 @@ def _apply_error(name, patch_text, git_output):
         if hunk:
             number = int(hunk.group(1))
             return (
-                f"{name}: {file_name}: hunk #{number} ({hunks[file_name][number - 1]}) applies only at an offset of "
+                f"{name}: {file_name}: hunk #{number} ({hunks[file_name][number - 1][0]}) applies only at an offset of "
                 f"{hunk.group(3)} lines; the series must apply with zero offset. Rebuild the patch with "
                 "`make edit` + `make refresh`."
             )
@@ -216,13 +215,15 @@ def _apply_error(name, patch_text, git_output):
                 "differs; no fuzz is allowed). Rebuild the patch with `make edit` + `make refresh`, or "
                 "`make rebase` if upstream moved."
             )
-    return f"{name} is not a valid patch (corrupt or truncated?): git said:\n{git_output.strip()}"
+    return (
+        f"{name} is not a valid patch (corrupt or truncated?): restore it with `git checkout -- patches/{name}`, "
+        f"and change patches only with `make edit` + `make refresh`. git said:\n{git_output.strip()}"
+    )
 
 
-def _hunk_containing(headers, line):
-    for number, header in enumerate(headers, 1):
-        start = int(re.match(r"@@ -(\d+)", header).group(1))
-        if start == line:
+def _hunk_containing(hunks, line):
+    for number, (header, _) in enumerate(hunks, 1):
+        if int(re.match(r"@@ -(\d+)", header).group(1)) == line:
             return f"#{number} ({header})"
     return f"at line {line}"
 
@@ -243,8 +244,8 @@ def apply_series(project, repo, entries, three_way=False):
             raise SeriesError(f"{name} could not be applied with git am: {result.stderr.decode(errors='replace')}")
 
 
-def scratch_checkout(project, dest, base=None):
-    """A fresh clone of the pristine base in `dest` with the series applied as commits; returns the base commit."""
+def scratch_checkout(project, dest, base=None, three_way=False):
+    """A fresh clone of the pristine base in `dest` with the series applied as commits; returns the series entries."""
     base = base or project.read_base()
     entries = project.read_series()
     repo = pristine_repo(base["version"], base["sdist_sha256"])
@@ -253,7 +254,7 @@ def scratch_checkout(project, dest, base=None):
     dest.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "clone", "--quiet", "--shared", str(repo), str(dest)], check=True, capture_output=True)
     git(dest, "tag", "pristine")
-    apply_series(project, dest, entries)
+    apply_series(project, dest, entries, three_way)
     return entries
 
 
@@ -312,7 +313,7 @@ def build_vendor(project, repo, entries):
     base = project.read_base()
     files = vendored_files(repo)
     patches = [{"file": name, **parse_patch_header((project.patches_dir / name).read_text())} for name in entries]
-    tree = {path: content for path, content in files.items()}
+    tree = dict(files)
     tree["__init__.py"] = render_manifest(base, files, patches).encode()
     return tree
 
@@ -440,9 +441,24 @@ def _patch_name(number, log_result):
 
 
 def edit(project):
-    """Make `build/series`: pristine + series as commits, to change with ordinary git."""
-    entries = scratch_checkout(project, project.work_dir)
-    return entries
+    """Make `build/series`: pristine + series as commits, to change with ordinary git.
+
+    Patches that apply only at an offset or with a 3-way merge are accepted here, so that `refresh` can rewrite them.
+    """
+    repo = project.work_dir
+    if (repo / ".git").exists() and _unrefreshed_work(project, repo):
+        raise SeriesError(
+            f"{repo} holds work that is not in patches/ yet; run `make refresh` to keep it, or delete {repo} to "
+            "start over."
+        )
+    return scratch_checkout(project, repo, three_way=True)
+
+
+def _unrefreshed_work(project, repo):
+    if git(repo, "status", "--porcelain").stdout.strip():
+        return True
+    exported = [export_commit(repo, commit) for commit in series_commits(repo)]
+    return exported != [(project.patches_dir / name).read_bytes() for name in project.read_series()]
 
 
 def refresh(project):
@@ -486,7 +502,11 @@ def rebase(project, new_version):
         shutil.rmtree(repo, ignore_errors=True)
         raise
     subjects = [git(repo, "log", "-1", "--format=%s", c).stdout.decode().strip() for c in series_commits(repo)]
-    rebase_state = {"version": new_version, "sdist_sha256": sha256_of(new_sdist), "entries": dict(zip(subjects, entries))}
+    rebase_state = {
+        "version": new_version,
+        "sdist_sha256": sha256_of(new_sdist),
+        "entries": dict(zip(subjects, entries)),
+    }
     (repo / ".git" / "diffusers-patched-rebase.json").write_text(json.dumps(rebase_state))
     result = git(repo, "rebase", "--empty=drop", "--onto", "new-pristine", "pristine", check=False)
     if result.returncode != 0:
@@ -497,7 +517,9 @@ def rebase(project, new_version):
 def rebase_continue(project):
     repo = project.rebase_dir
     if not (repo / ".git").exists():
-        raise SeriesError(f"no rebase in progress ({repo} does not exist); start one with `make rebase UPSTREAM=X.Y.Z`.")
+        raise SeriesError(
+            f"no rebase in progress ({repo} does not exist); start one with `make rebase UPSTREAM=X.Y.Z`."
+        )
     if (repo / ".git" / "rebase-merge").exists():
         result = git(repo, "-c", "core.editor=true", "rebase", "--continue", check=False)
         if result.returncode != 0:
@@ -519,6 +541,23 @@ def _finish_rebase(project, repo):
     return names, dropped
 
 
+def _conflict_regions(text):
+    """(line of the `<<<<<<<` marker, lines on the patch's side) for each conflict in a merged file."""
+    regions = []
+    side = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("<<<<<<< "):
+            regions.append((number, set()))
+            side = "upstream"
+        elif line.startswith("=======") and side == "upstream":
+            side = "patch"
+        elif line.startswith(">>>>>>> "):
+            side = None
+        elif side == "patch":
+            regions[-1][1].add(line)
+    return regions
+
+
 def _conflict_report(project, repo):
     state = json.loads((repo / ".git" / "diffusers-patched-rebase.json").read_text())
     subject = git(repo, "log", "-1", "--format=%s", "REBASE_HEAD", check=False).stdout.decode().strip()
@@ -527,11 +566,14 @@ def _conflict_report(project, repo):
     hunks = _patch_hunks(patch_text)
     lines = [f"{name} conflicts with {UPSTREAM} {state['version']}:"]
     for path in git(repo, "diff", "--name-only", "--diff-filter=U").stdout.decode().split():
-        content = (repo / path).read_text(errors="replace").splitlines()
-        starts = [n for n, line in enumerate(content, 1) if line.startswith("<<<<<<< ")]
-        where = ", ".join(f"line {n}" for n in starts) or "whole file"
-        patch_hunks = "; ".join(hunks.get(path, [])) or "no hunk of this patch"
-        lines.append(f"  {path}: conflict at {where} (patch hunks: {patch_hunks})")
+        for start, theirs in _conflict_regions((repo / path).read_text(errors="replace")):
+            # The conflicting hunk is the one whose lines fill the patch's side of the conflict.
+            overlap = [
+                (len(theirs & body), number, header) for number, (header, body) in enumerate(hunks.get(path, []), 1)
+            ]
+            best = max(overlap, default=(0, None, None))
+            hunk = f"hunk #{best[1]} ({best[2]})" if best[0] else "no single hunk of the patch"
+            lines.append(f"  {path}: conflict at line {start}, {hunk}")
     lines.append(
         f"Nothing in {project.root} was changed. Resolve the conflicts in {repo} (edit, then `git add`), then run "
         f"`make rebase-continue`; or delete {repo} to abandon the rebase."
