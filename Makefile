@@ -55,5 +55,8 @@ rebase: install
 	@test -n "$(UPSTREAM)" || { echo "usage: make rebase UPSTREAM=X.Y.Z" >&2; exit 2; }
 	$(CLI) rebase $(UPSTREAM)
 
+bench: install
+	$(PYTHON) -m diffusers_patched.bench --out build/bench.md
+
 rebase-continue: install
 	$(CLI) rebase-continue

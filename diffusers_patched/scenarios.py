@@ -89,14 +89,14 @@ def tiny_text_encoder():
     return CLIPTextModel(config)
 
 
-def save_tiny_sd_pipeline(path):
+def save_tiny_sd_pipeline(path, unet_channels=(32, 64)):
     """A StableDiffusionPipeline of tiny random components, saved with `tokenizer=None`."""
     import torch
     from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
 
     torch.manual_seed(0)
     unet = UNet2DConditionModel(
-        block_out_channels=(32, 64),
+        block_out_channels=unet_channels,
         layers_per_block=1,
         sample_size=16,
         in_channels=4,

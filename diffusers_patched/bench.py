@@ -1,0 +1,240 @@
+"""`make bench`: what diffusers-patched costs against upstream, measured side by side in one run.
+
+Every figure comes from fresh interpreters, upstream (`DIFFUSERS_PATCHED=0`) and patched interleaved, repeated;
+the table gives medians, the spread (min-max) and the ratio patched / upstream. Models are built from small
+configs and cached in the diffusers-patched cache directory, outside the repository.
+"""
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .series import cache_dir
+
+
+# name -> (Flux transformer width in attention heads of 64, double blocks, single blocks)
+FLUX_SIZES = {"tiny": (1, 1, 1), "small": (4, 2, 4), "medium": (12, 4, 8)}
+# name -> UNet block_out_channels of the tiny Stable Diffusion pipeline
+PIPELINE_SIZES = {"tiny": (32, 64), "medium": (256, 512)}
+
+
+def fixture_dir():
+    return cache_dir() / "bench"
+
+
+def flux_transformer(size):
+    import torch
+    from diffusers import FluxTransformer2DModel
+
+    heads, double_blocks, single_blocks = FLUX_SIZES[size]
+    torch.manual_seed(0)
+    return FluxTransformer2DModel(
+        patch_size=1,
+        in_channels=16,
+        num_layers=double_blocks,
+        num_single_layers=single_blocks,
+        attention_head_dim=64,
+        num_attention_heads=heads,
+        joint_attention_dim=64,
+        pooled_projection_dim=64,
+        axes_dims_rope=(16, 24, 24),
+    )
+
+
+def single_file_fixture(size):
+    """A Flux transformer saved as one safetensors file in diffusers' key names, plus its config directory."""
+    from safetensors.torch import save_file
+
+    directory = fixture_dir() / f"flux-{size}"
+    checkpoint = directory / "transformer.safetensors"
+    if not checkpoint.exists():
+        model = flux_transformer(size)
+        model.save_config(directory)
+        save_file(model.state_dict(), directory / "partial.safetensors")
+        (directory / "partial.safetensors").rename(checkpoint)
+    return directory, checkpoint
+
+
+def pipeline_fixture(size):
+    from .scenarios import save_tiny_sd_pipeline
+
+    directory = fixture_dir() / f"sd-pipeline-{size}"
+    if not (directory / "model_index.json").exists():
+        save_tiny_sd_pipeline(directory, unet_channels=PIPELINE_SIZES[size])
+    return directory
+
+
+def _measure(load):
+    import diffusers
+
+    diffusers.StableDiffusionPipeline  # resolve diffusers' lazy imports before the clock starts
+    start = time.perf_counter()
+    model = load()
+    seconds = time.perf_counter() - start
+    parameters = sum(p.numel() for component in _modules(model) for p in component.parameters())
+    return {"seconds": seconds, "parameters": parameters}
+
+
+def _modules(model):
+    import torch
+
+    if isinstance(model, torch.nn.Module):
+        return [model]
+    return [component for component in model.components.values() if isinstance(component, torch.nn.Module)]
+
+
+def _case_import():
+    start = time.perf_counter()
+    import diffusers
+
+    diffusers.StableDiffusionPipeline  # resolves the lazy import, which loads pipeline_loading_utils
+    return {"seconds": time.perf_counter() - start}
+
+
+def _case_load_pipeline(size):
+    from transformers import CLIPTextModel  # noqa: F401  (imports are timed by the import case, not here)
+
+    from .scenarios import load_tiny_sd_pipeline
+
+    return _measure(lambda: load_tiny_sd_pipeline(pipeline_fixture(size)))
+
+
+def _case_single_file(size):
+    from diffusers import FluxTransformer2DModel
+    from diffusers.loaders import single_file_model  # noqa: F401  (imports are timed by the import case)
+
+    directory, checkpoint = single_file_fixture(size)
+    return _measure(lambda: FluxTransformer2DModel.from_single_file(str(checkpoint), config=str(directory)))
+
+
+CASES = {
+    "import diffusers + pipeline class": (_case_import, [None]),
+    "from_pretrained (saved pipeline)": (_case_load_pipeline, list(PIPELINE_SIZES)),
+    "from_single_file (nothing missing)": (_case_single_file, list(FLUX_SIZES)),
+}
+
+
+def _child(case, size):
+    function, _ = CASES[case]
+    result = function() if size == "None" else function(size)
+    # ru_maxrss is in KiB on Linux.
+    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(result))
+
+
+def _run(args, patched):
+    env = {**os.environ, "DIFFUSERS_PATCHED": "1" if patched else "0", "HF_HUB_OFFLINE": "1"}
+    start = time.perf_counter()
+    process = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if process.returncode != 0:
+        raise RuntimeError(f"benchmark run {args} failed:\n{process.stderr[-3000:]}")
+    lines = process.stdout.strip().splitlines()
+    return {"wall": wall, **(json.loads(lines[-1]) if lines else {})}
+
+
+def _interleaved(args, repeats):
+    runs = {False: [], True: []}
+    for _ in range(repeats):
+        for patched in (False, True):
+            runs[patched].append(_run(args, patched))
+    return runs[False], runs[True]
+
+
+def _startup_cost(repeats):
+    """Self time of diffusers_patched's modules at start-up, from `python -X importtime -c pass`."""
+    costs = []
+    for _ in range(repeats):
+        env = {**os.environ, "DIFFUSERS_PATCHED": "1"}
+        stderr = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "pass"], env=env, capture_output=True, text=True
+        ).stderr
+        costs.append(
+            sum(
+                int(line.split("|")[0].split(":")[1])
+                for line in stderr.splitlines()
+                if line.rstrip().split("|")[-1].strip().startswith("diffusers_patched")
+            )
+        )
+    return statistics.median(costs) / 1000
+
+
+def _cell(values, unit, digits):
+    median = statistics.median(values)
+    return f"{median:.{digits}f} {unit} ({min(values):.{digits}f}-{max(values):.{digits}f})", median
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=Path("build") / "bench.md")
+    parser.add_argument("--child", nargs=2, metavar=("CASE", "SIZE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return _child(*args.child)
+
+    import diffusers
+    import torch
+
+    rows = []
+    jobs = [(case, size) for case, (_, sizes) in CASES.items() for size in sizes]
+    print(f"[1/{len(jobs) + 1}] interpreter start-up", file=sys.stderr, flush=True)
+    upstream, patched = _interleaved(["-c", "pass"], args.repeats * 4)
+    up_cell, up = _cell([r["wall"] * 1000 for r in upstream], "ms", 1)
+    pa_cell, pa = _cell([r["wall"] * 1000 for r in patched], "ms", 1)
+    rows.append(("python -c pass (DIFFUSERS_PATCHED=1 vs 0)", "", "", up_cell, pa_cell, pa / up, "", "", ""))
+    startup_ms = _startup_cost(args.repeats * 4)
+    for number, (case, size) in enumerate(jobs, 2):
+        print(f"[{number}/{len(jobs) + 1}] {case} {size or ''}", file=sys.stderr, flush=True)
+        if size is not None:
+            _run(["-m", "diffusers_patched.bench", "--child", case, str(size)], patched=False)  # builds the fixture
+        upstream, patched = _interleaved(["-m", "diffusers_patched.bench", "--child", case, str(size)], args.repeats)
+        up_cell, up = _cell([r["seconds"] for r in upstream], "s", 3)
+        pa_cell, pa = _cell([r["seconds"] for r in patched], "s", 3)
+        up_rss = statistics.median(r["peak_rss_mib"] for r in upstream)
+        pa_rss = statistics.median(r["peak_rss_mib"] for r in patched)
+        parameters = f"{upstream[0]['parameters'] / 1e6:.1f} M" if "parameters" in upstream[0] else ""
+        rows.append(
+            (
+                case,
+                size or "",
+                parameters,
+                up_cell,
+                pa_cell,
+                pa / up,
+                f"{up_rss:.0f}",
+                f"{pa_rss:.0f}",
+                pa_rss / up_rss,
+            )
+        )
+
+    header = [
+        f"diffusers-patched benchmark: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"torch {torch.__version__}, diffusers {diffusers.__version__}; device: CPU; {args.repeats} interleaved "
+        f"repeats (start-up: {args.repeats * 4}); median (min-max).",
+        "",
+        f"Start-up cost of activation (`python -X importtime -c pass`, self time of diffusers_patched modules): "
+        f"{startup_ms:.2f} ms",
+        "",
+        "| case | size | parameters | upstream | patched | time ratio | peak RSS upstream (MiB) | peak RSS patched (MiB)"
+        " | RSS ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    table = "\n".join(
+        header + [f"| {' | '.join(str(c) if not isinstance(c, float) else f'{c:.3f}' for c in row)} |" for row in rows]
+    )
+    print(table)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(table + "\n")
+    print(f"\nwritten to {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
