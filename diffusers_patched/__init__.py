@@ -11,3 +11,19 @@ from .activation import activate
 __version__ = "0.42.1.post1"
 
 activate()
+
+
+def __getattr__(name):
+    # Resolved on use: importing diffusers (and torch) at start-up would defeat the cheap .pth.
+    if name == "make_bnb_offload_safe":
+        from . import activation
+
+        try:
+            from diffusers.quantizers.bitsandbytes import make_bnb_offload_safe
+        except ImportError as e:
+            raise ImportError(
+                f"make_bnb_offload_safe comes from the patched diffusers, and diffusers-patched is "
+                f"{activation.state.reason}. Run `python -m diffusers_patched status` to see why."
+            ) from e
+        return make_bnb_offload_safe
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

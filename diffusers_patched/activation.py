@@ -60,6 +60,12 @@ def vendored_path(module_name):
     return os.path.join(VENDOR_DIR, _vendor.MODULES[module_name]["path"])
 
 
+def upstream_path(module_name):
+    """Where the installed diffusers keeps the file that the vendored module replaces."""
+    package_dir = os.path.dirname(sys.modules["diffusers"].__file__)
+    return os.path.join(package_dir, *_vendor.MODULES[module_name]["path"].split("/")[1:])
+
+
 def _warn(message):
     import warnings  # only when there is something to say: it is not imported at start-up otherwise
 
@@ -78,10 +84,9 @@ def upstream_problems():
             f"{_vendor.UPSTREAM_VERSION}. Install the matching release with `pip install "
             f"diffusers=={_vendor.UPSTREAM_VERSION}`, or a diffusers-patched built for diffusers {found_version}."
         ]
-    package_dir = os.path.dirname(diffusers.__file__)
     problems = []
     for module_name, entry in sorted(_vendor.MODULES.items()):
-        upstream_file = os.path.join(package_dir, *entry["path"].split("/")[1:])
+        upstream_file = upstream_path(module_name)
         try:
             with open(upstream_file, "rb") as f:
                 found_sha256 = hashlib.sha256(f.read()).hexdigest()
@@ -119,7 +124,14 @@ class VendoredModuleFinder:
             return None
         import importlib.util
 
-        return importlib.util.spec_from_file_location(fullname, vendored_path(fullname))
+        path = vendored_path(fullname)
+        if os.path.basename(path) != "__init__.py":
+            return importlib.util.spec_from_file_location(fullname, path)
+        # A patched package __init__: its submodules that the series leaves alone still come from upstream.
+        upstream_package_dir = os.path.dirname(upstream_path(fullname))
+        return importlib.util.spec_from_file_location(
+            fullname, path, submodule_search_locations=[upstream_package_dir]
+        )
 
     @staticmethod
     def _run_guards():

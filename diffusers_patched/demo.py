@@ -2,7 +2,7 @@
 
 import sys
 
-from .scenarios import SCENARIOS, run_scenario
+from .scenarios import SCENARIOS, run_scenarios
 
 
 def _cell(outcome, width=70):
@@ -12,12 +12,13 @@ def _cell(outcome, width=70):
 
 def main(names=None):
     names = names or list(SCENARIOS)
-    rows = []
-    for number, name in enumerate(names, 1):
-        print(f"[{number}/{len(names)}] {name}: {SCENARIOS[name].summary}", file=sys.stderr, flush=True)
-        upstream = run_scenario(name, patched=False)
-        patched = run_scenario(name, patched=True)
-        rows.append((name, upstream, patched))
+    print(
+        f"running {len(names)} scenarios on upstream diffusers (DIFFUSERS_PATCHED=0) ...", file=sys.stderr, flush=True
+    )
+    upstream = run_scenarios(names, patched=False)
+    print(f"running {len(names)} scenarios with diffusers-patched ...", file=sys.stderr, flush=True)
+    patched = run_scenarios(names, patched=True)
+    rows = [(name, upstream[name], patched[name]) for name in names]
     print("| scenario | upstream diffusers | diffusers-patched | time (upstream / patched) |")
     print("|---|---|---|---|")
     for name, upstream, patched in rows:

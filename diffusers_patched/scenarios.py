@@ -41,31 +41,43 @@ def scenario(name, patch, summary):
     return register
 
 
-def run_scenario(name, patched, workdir=None):
-    """Run scenario `name` in a fresh interpreter, with or without the patches."""
+def run_scenarios(names, patched):
+    """Run scenarios in one fresh interpreter (imports dominate their cost), with or without the patches.
+
+    Each scenario works in its own directory on models it builds itself; an error in one ends only that one.
+    """
     env = {**os.environ, "DIFFUSERS_PATCHED": "1" if patched else "0", "HF_HUB_OFFLINE": "1"}
-    with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as workdir:
         process = subprocess.run(
-            [sys.executable, "-m", "diffusers_patched.scenarios", name, str(workdir or tmp)],
+            [sys.executable, "-m", "diffusers_patched.scenarios", workdir, *names],
             env=env,
             capture_output=True,
             text=True,
         )
-        seconds = time.perf_counter() - start
-    lines = process.stdout.strip().splitlines()
-    if process.returncode != 0 or not lines:
-        return Outcome(False, f"scenario crashed: {process.stderr.strip()[-2000:]}", seconds)
-    return Outcome(seconds=seconds, **json.loads(lines[-1]))
+    outcomes = {}
+    for line in process.stdout.splitlines():
+        if line.startswith(_OUTCOME_PREFIX):
+            name, outcome = json.loads(line[len(_OUTCOME_PREFIX) :])
+            outcomes[name] = Outcome(**outcome)
+    for name in names:
+        if name not in outcomes:
+            outcomes[name] = Outcome(False, f"scenario crashed: {process.stderr.strip()[-2000:]}", 0.0)
+    return outcomes
 
 
-def _main(name, workdir):
-    try:
-        outcome = {"ok": True, "result": SCENARIOS[name].run(Path(workdir))}
-    except Exception as e:
-        traceback.print_exc()
-        outcome = {"ok": False, "result": f"{type(e).__name__}: {e}"}
-    print(json.dumps(outcome))
+_OUTCOME_PREFIX = "diffusers-patched scenario outcome: "
+
+
+def _main(workdir, *names):
+    for name in names:
+        start = time.perf_counter()
+        try:
+            outcome = {"ok": True, "result": SCENARIOS[name].run(Path(workdir) / name)}
+        except Exception as e:
+            traceback.print_exc()
+            outcome = {"ok": False, "result": f"{type(e).__name__}: {e}"}
+        outcome["seconds"] = time.perf_counter() - start
+        print(_OUTCOME_PREFIX + json.dumps([name, outcome]), flush=True)
 
 
 # Tiny models, built from small configs (dimensions are multiples of 64: bitsandbytes' CPU 4-bit path needs that).
@@ -184,6 +196,201 @@ def bnb_text_encoder_with_device_map(workdir):
         f"low_cpu_mem_usage={kwargs['low_cpu_mem_usage']} given to transformers for the {method} text encoder "
         f"({type(weight).__name__} weights) with device_map={kwargs['device_map']!r}"
     )
+
+
+def _encode(text_encoder):
+    import torch
+
+    with torch.no_grad():
+        return text_encoder(torch.tensor([[0, 5, 17, 99, 250, 2, 1, 1]]))[0]
+
+
+def _diffs(text_encoder, expected, passes=3):
+    return [round((_encode(text_encoder) - expected).abs().max().item(), 6) for _ in range(passes)]
+
+
+def _meta_statistics(model):
+    """Names of 4-bit quantization statistics that are on the meta device."""
+    names = []
+    for name, module in model.named_modules():
+        state = getattr(getattr(module, "weight", None), "quant_state", None)
+        if state is None:
+            continue
+        tensors = {"absmax": state.absmax, "code": state.code}
+        if state.nested:
+            tensors.update(offset=state.offset, nested_absmax=state.state2.absmax)
+        names += [f"{name}.{key}" for key, tensor in tensors.items() if tensor.device.type == "meta"]
+    return names
+
+
+def _text_encoder_lora(text_encoder, rank=4):
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    state_dict = {}
+    for name, module in text_encoder.named_modules():
+        if name.endswith((".q_proj", ".v_proj", ".fc1")):
+            state_dict[f"text_encoder.{name}.lora_A.weight"] = torch.randn(
+                rank, module.in_features, generator=generator
+            )
+            state_dict[f"text_encoder.{name}.lora_B.weight"] = torch.randn(
+                module.out_features, rank, generator=generator
+            )
+    return state_dict
+
+
+def _make_bnb_offload_safe():
+    """The patched helper, or None on upstream (the scenario then shows what upstream does without it)."""
+    try:
+        from diffusers.quantizers.bitsandbytes.utils import make_bnb_offload_safe
+    except ImportError:
+        return None
+    return make_bnb_offload_safe
+
+
+@scenario(
+    "sequential-cpu-offload-on-cpu",
+    patch="0002-sequential-offload-keeps-the-user-device.patch",
+    summary="unquantized pipeline, enable_sequential_cpu_offload(device='cpu'), 3 text encoder passes",
+)
+def sequential_cpu_offload_on_cpu(workdir):
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    expected = _encode(load_tiny_sd_pipeline(path).text_encoder)
+    pipe = load_tiny_sd_pipeline(path)
+    pipe.enable_sequential_cpu_offload(device="cpu")
+    return f"offload device {pipe._offload_device}; max abs diff per pass {_diffs(pipe.text_encoder, expected)}"
+
+
+@scenario(
+    "bnb-4bit-sequential-cpu-offload",
+    patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
+    summary="nf4 double-quant text encoder under enable_sequential_cpu_offload(device='cpu'), 3 passes + state_dict",
+)
+def bnb_4bit_sequential_cpu_offload(workdir):
+    import torch
+
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    config = bnb_4bit_text_encoder_config("nf4", double_quant=True)
+    reference = load_tiny_sd_pipeline(path, quantization_config=config).text_encoder
+    expected_state = reference.state_dict()
+    expected = _encode(reference)
+    pipe = load_tiny_sd_pipeline(path, quantization_config=config)
+    pipe.enable_sequential_cpu_offload(device="cpu")
+    diffs = _diffs(pipe.text_encoder, expected)
+    state = pipe.text_encoder.state_dict()  # raises "Tensor.item() cannot be called on meta tensors" upstream
+    statistics = [k for k in expected_state if ".weight." in k]
+    equal = sum(torch.equal(state[k], expected_state[k]) for k in statistics)
+    return (
+        f"max abs diff per pass {diffs}; {len(_meta_statistics(pipe.text_encoder))} statistics on meta; "
+        f"{equal}/{len(statistics)} state_dict statistics equal"
+    )
+
+
+@scenario(
+    "bnb-4bit-offload-twice-then-model-offload",
+    patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
+    summary="nf4 text encoder: enable_sequential_cpu_offload twice, then enable_model_cpu_offload, passes after each",
+)
+def bnb_4bit_offload_twice_then_model_offload(workdir):
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    config = bnb_4bit_text_encoder_config("nf4", double_quant=True)
+    expected = _encode(load_tiny_sd_pipeline(path, quantization_config=config).text_encoder)
+    pipe = load_tiny_sd_pipeline(path, quantization_config=config)
+    diffs = []
+    for enable_offload in (pipe.enable_sequential_cpu_offload, pipe.enable_sequential_cpu_offload):
+        enable_offload(device="cpu")
+        diffs += _diffs(pipe.text_encoder, expected, passes=2)
+    pipe.enable_model_cpu_offload(device="cpu")
+    diffs += _diffs(pipe.text_encoder, expected, passes=2)
+    return f"max abs diff per pass {diffs}"
+
+
+@scenario(
+    "bnb-4bit-lora-while-sequentially-offloaded",
+    patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
+    summary="load_lora_weights into an nf4 text encoder while sequentially offloaded on the CPU, vs. no offload",
+)
+def bnb_4bit_lora_while_sequentially_offloaded(workdir):
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    config = bnb_4bit_text_encoder_config("nf4", double_quant=True)
+    reference = load_tiny_sd_pipeline(path, quantization_config=config)
+    reference.load_lora_weights(_text_encoder_lora(reference.text_encoder))
+    expected = _encode(reference.text_encoder)
+    pipe = load_tiny_sd_pipeline(path, quantization_config=config)
+    pipe.enable_sequential_cpu_offload(device="cpu")
+    _encode(pipe.text_encoder)
+    pipe.load_lora_weights(_text_encoder_lora(pipe.text_encoder))
+    return f"offload device {pipe._offload_device}; max abs diff per pass {_diffs(pipe.text_encoder, expected)}"
+
+
+@scenario(
+    "lora-into-bnb-text-encoder",
+    patch="0003-lora-keep-quantized-text-encoder-dtype.patch",
+    summary="load_lora_weights into an fp4 text encoder (no offloading)",
+)
+def lora_into_bnb_text_encoder(workdir):
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    pipe = load_tiny_sd_pipeline(path, quantization_config=bnb_4bit_text_encoder_config("fp4"))
+    pipe.load_lora_weights(_text_encoder_lora(pipe.text_encoder))
+    return f"adapters {sorted(pipe.text_encoder.peft_config)} on a quantized text encoder: {pipe.text_encoder.is_quantized}"
+
+
+@scenario(
+    "bnb-4bit-dispatch-cpu-disk-then-peft",
+    patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
+    summary="transformers 4-bit double-quant model, dispatch_model with cpu + disk, PeftModel.from_pretrained",
+)
+def bnb_4bit_dispatch_cpu_disk_then_peft(workdir):
+    import torch
+    from accelerate import dispatch_model
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(workdir / "model")
+    lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False)
+    get_peft_model(model, lora).save_pretrained(workdir / "adapter")
+
+    def load():
+        quantization_config = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.float32,
+        )
+        return AutoModelForCausalLM.from_pretrained(workdir / "model", quantization_config=quantization_config).eval()
+
+    def logits(model):
+        with torch.no_grad():
+            return model(torch.tensor([[1, 7, 42, 99, 200, 3]])).logits
+
+    expected = logits(PeftModel.from_pretrained(load(), workdir / "adapter"))
+    model = load()
+    make_bnb_offload_safe = _make_bnb_offload_safe()
+    covered = make_bnb_offload_safe(model) if make_bnb_offload_safe else None
+    device_map = {
+        "model.embed_tokens": "cpu",
+        "model.rotary_emb": "cpu",
+        "model.layers.0": "cpu",
+        "model.layers.1": "disk",
+        "model.norm": "cpu",
+        "lm_head": "disk",
+    }
+    model = dispatch_model(model, device_map=device_map, offload_dir=workdir / "offload")
+    model = PeftModel.from_pretrained(model, workdir / "adapter")
+    diffs = [round((logits(model) - expected).abs().max().item(), 6) for _ in range(3)]
+    return f"make_bnb_offload_safe covered {covered} weights; max abs diff to the un-offloaded adapter model {diffs}"
 
 
 if __name__ == "__main__":

@@ -436,7 +436,9 @@ def pristine_hashes(repo):
 
 
 def _patch_name(number, log_result):
-    slug = re.sub(r"[^a-z0-9]+", "-", log_result.stdout.decode().strip().lower()).strip("-")[:52].rstrip("-")
+    slug = re.sub(r"[^a-z0-9]+", "-", log_result.stdout.decode().strip().lower()).strip("-")
+    if len(slug) > 52:
+        slug = slug[:53].rsplit("-", 1)[0]  # whole words only
     return f"{number:04d}-{slug}.patch"
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from diffusers_patched.scenarios import SCENARIOS, run_scenarios
+
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,3 +28,9 @@ def run_python(code, *, patched=True, env=None, cwd=None, timeout=600):
 @pytest.fixture
 def python():
     return run_python
+
+
+@pytest.fixture(scope="session")
+def scenario_outcomes():
+    """Every registered scenario, run once on upstream and once patched: `{patched: {name: Outcome}}`."""
+    return {patched: run_scenarios(list(SCENARIOS), patched) for patched in (False, True)}

@@ -1,8 +1,5 @@
 """Patch 0001: bitsandbytes components are recognised in `load_sub_model`, whatever form their config takes."""
 
-from diffusers_patched.scenarios import run_scenario
-
-
 DETECT = """
 import torch
 from transformers import BitsAndBytesConfig as TransformersBitsAndBytesConfig
@@ -52,12 +49,12 @@ def test_every_bitsandbytes_config_form_is_detected_with_its_kind(python):
     ]
 
 
-def test_bnb_text_encoder_under_a_device_map_is_loaded_with_low_cpu_mem_usage_false():
-    upstream = run_scenario("bnb-text-encoder-with-device-map", patched=False)
+def test_bnb_text_encoder_under_a_device_map_is_loaded_with_low_cpu_mem_usage_false(scenario_outcomes):
+    upstream = scenario_outcomes[False]["bnb-text-encoder-with-device-map"]
     assert upstream.ok, upstream.result
     assert upstream.result.startswith("low_cpu_mem_usage=True given to transformers for the nf4 text encoder")
 
-    patched = run_scenario("bnb-text-encoder-with-device-map", patched=True)
+    patched = scenario_outcomes[True]["bnb-text-encoder-with-device-map"]
     assert patched.ok, patched.result
     assert patched.result == (
         "low_cpu_mem_usage=False given to transformers for the nf4 text encoder (Params4bit weights) "
