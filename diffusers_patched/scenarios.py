@@ -5,6 +5,7 @@ with diffusers-patched. A scenario returns a one-line result, or raises the erro
 """
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -391,6 +392,117 @@ def bnb_4bit_dispatch_cpu_disk_then_peft(workdir):
     model = PeftModel.from_pretrained(model, workdir / "adapter")
     diffs = [round((logits(model) - expected).abs().max().item(), 6) for _ in range(3)]
     return f"make_bnb_offload_safe covered {covered} weights; max abs diff to the un-offloaded adapter model {diffs}"
+
+
+def _count_missing_warnings():
+    messages = []
+
+    class Handler(logging.Handler):
+        def emit(self, record):
+            if "not found in the checkpoint" in record.getMessage():
+                messages.append(record.getMessage())
+
+    logging.getLogger("diffusers").addHandler(Handler(logging.WARNING))
+    return messages
+
+
+def _wan22_typed_as_wan21(workdir, fmt):
+    import torch
+    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
+
+    from .tiny_checkpoints import (
+        build_wan,
+        meta_tensors,
+        wan_config,
+        wan_original_state_dict,
+        write_config_dir,
+        write_gguf,
+        write_safetensors,
+    )
+
+    warnings = _count_missing_warnings()
+    state_dict = wan_original_state_dict(build_wan(wan_config("wan2.2-i2v")))
+    path = str(workdir / f"wan22_i2v.{fmt}")
+    (write_safetensors if fmt == "safetensors" else write_gguf)(state_dict, path)
+    config = write_config_dir("WanTransformer3DModel", wan_config("wan2.1-i2v"), str(workdir / "wan21_i2v"))
+    kwargs = {"quantization_config": GGUFQuantizationConfig(compute_dtype=torch.float32)} if fmt == "gguf" else {}
+    model = WanTransformer3DModel.from_single_file(path, config=config, local_files_only=True, **kwargs)
+    count = warnings[0].split(": ", 1)[1].split(" keys")[0] if warnings else "0"
+    return (
+        f"loaded, {len(meta_tensors(model))} meta tensors left; {count} missing keys zero-initialized, "
+        f"{len(warnings)} warning(s)"
+    )
+
+
+@scenario(
+    "single-file-wan22-i2v-as-wan21-safetensors",
+    patch="0005-materialize-tensors-left-on-meta-in-from-single-file.patch",
+    summary="Wan2.2-I2V-like single file (safetensors) loaded with a Wan2.1-I2V config: keys missing",
+)
+def wan22_typed_as_wan21_safetensors(workdir):
+    return _wan22_typed_as_wan21(workdir, "safetensors")
+
+
+@scenario(
+    "single-file-wan22-i2v-as-wan21-gguf",
+    patch="0005-materialize-tensors-left-on-meta-in-from-single-file.patch",
+    summary="Wan2.2-I2V-like single file (GGUF Q8_0) loaded with a Wan2.1-I2V config: keys missing",
+)
+def wan22_typed_as_wan21_gguf(workdir):
+    return _wan22_typed_as_wan21(workdir, "gguf")
+
+
+@scenario(
+    "single-file-include-buffers",
+    patch="0005-materialize-tensors-left-on-meta-in-from-single-file.patch",
+    summary="single-file Wan with ACCELERATE_INIT_INCLUDE_BUFFERS=1: RoPE buffers created on meta",
+)
+def include_buffers(workdir):
+    import torch
+    from diffusers import WanTransformer3DModel
+
+    from .tiny_checkpoints import (
+        build_wan,
+        meta_tensors,
+        wan_config,
+        wan_inputs,
+        wan_original_state_dict,
+        write_config_dir,
+        write_safetensors,
+    )
+
+    reference = build_wan(wan_config("t2v"))
+    path = write_safetensors(wan_original_state_dict(reference), str(workdir / "wan.safetensors"))
+    config = write_config_dir("WanTransformer3DModel", wan_config("t2v"), str(workdir / "cfg"))
+    os.environ["ACCELERATE_INIT_INCLUDE_BUFFERS"] = "1"
+    try:
+        model = WanTransformer3DModel.from_single_file(path, config=config, local_files_only=True)
+    finally:
+        del os.environ["ACCELERATE_INIT_INCLUDE_BUFFERS"]  # scenarios share one interpreter
+    inputs = wan_inputs(wan_config("t2v"))
+    with torch.no_grad():
+        equal = torch.equal(model(**inputs)[0], reference(**inputs)[0])
+    rope = torch.equal(model.rope.freqs_cos, reference.rope.freqs_cos)
+    return f"loaded, {len(meta_tensors(model))} meta tensors left; RoPE equal: {rope}; output equal: {equal}"
+
+
+@scenario(
+    "single-file-wan22-detection",
+    patch="0006-tell-wan2-2-single-file-checkpoints-apart-from-wan2.patch",
+    summary="config picked for Wan2.2-I2V-A14B and Wan2.2-TI2V-5B single files (shapes only)",
+)
+def wan22_detection(workdir):
+    from diffusers.loaders.single_file_utils import fetch_diffusers_config
+
+    from .tiny_checkpoints import wan_detection_checkpoint
+
+    picked = [
+        fetch_diffusers_config(wan_detection_checkpoint(name))["pretrained_model_name_or_path"]
+        for name in ("wan2.2-i2v-A14B", "wan2.2-ti2v-5B")
+    ]
+    if picked[0].startswith("Wan-AI/Wan2.1"):
+        raise ValueError(f"Wan2.2-I2V-A14B typed as {picked[0]}, Wan2.2-TI2V-5B as {picked[1]}")
+    return f"Wan2.2-I2V-A14B -> {picked[0]}, Wan2.2-TI2V-5B -> {picked[1]}"
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Every patch carries the upstream-style test it is submitted with; that test passes patched and fails upstream."""
+"""Every patch carries the upstream-style test it is submitted with; those tests pass patched and fail upstream."""
 
+import re
 import subprocess
 
 import pytest
@@ -8,34 +9,40 @@ from conftest import REPO_ROOT
 from diffusers_patched.series import Project
 
 
-def _patches_with_tests():
+@pytest.fixture(scope="module")
+def upstream_tests(tmp_path_factory):
+    """{patch: [test file]}, written out on their own (they are new files, so they apply to an empty tree)."""
     project = Project(REPO_ROOT)
-    return [name for name in project.read_series() if "+++ b/tests/" in (project.patches_dir / name).read_text()]
-
-
-@pytest.fixture(scope="module", params=_patches_with_tests())
-def upstream_test_dir(request, tmp_path_factory):
-    """The test files a patch adds, written out on their own (they are new files, so they apply to an empty tree)."""
-    directory = tmp_path_factory.mktemp(request.param.split("-")[0])
+    directory = tmp_path_factory.mktemp("upstream-tests")
     subprocess.run(["git", "init", "--quiet", str(directory)], check=True)
-    subprocess.run(
-        ["git", "-C", str(directory), "apply", "--include=tests/*", str(REPO_ROOT / "patches" / request.param)],
-        check=True,
-    )
-    return directory
+    tests = {}
+    for name in project.read_series():
+        patch = project.patches_dir / name
+        tests[name] = re.findall(r"^\+\+\+ b/(tests/\S+\.py)$", patch.read_text(), re.MULTILINE)
+        subprocess.run(["git", "-C", str(directory), "apply", "--include=tests/*", str(patch)], check=True)
+    return directory, tests
 
 
-def _pytest(directory, python, patched):
-    code = f"import sys, pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {str(directory / 'tests')!r}]))"
+def _run_pytest(directory, python, patched):
+    code = "import sys, pytest; sys.exit(pytest.main(['-q', '-rA', '-p', 'no:cacheprovider', 'tests']))"
     return python(code, patched=patched, cwd=directory)
 
 
-def test_upstream_test_passes_with_the_patch(upstream_test_dir, python):
-    result = _pytest(upstream_test_dir, python, patched=True)
-    assert result.returncode == 0, result.stdout[-3000:]
+def test_every_patch_carries_an_upstream_test(upstream_tests):
+    _, tests = upstream_tests
+    assert all(tests.values()), {name: files for name, files in tests.items() if not files}
 
 
-def test_upstream_test_fails_without_the_patch(upstream_test_dir, python):
-    result = _pytest(upstream_test_dir, python, patched=False)
-    assert result.returncode != 0, result.stdout[-3000:]
-    assert "failed" in result.stdout or "error" in result.stdout, result.stdout[-3000:]
+def test_upstream_tests_pass_with_the_patches(upstream_tests, python):
+    directory, _ = upstream_tests
+    result = _run_pytest(directory, python, patched=True)
+    assert result.returncode == 0, result.stdout[-5000:]
+
+
+def test_each_patch_upstream_test_fails_without_the_patches(upstream_tests, python):
+    directory, tests = upstream_tests
+    result = _run_pytest(directory, python, patched=False)
+    failing_files = set(re.findall(r"^(?:FAILED|ERROR) (tests/[^:\s]+\.py)", result.stdout, re.MULTILINE))
+    assert result.returncode != 0
+    for name, files in tests.items():
+        assert failing_files & set(files), f"{name}: its tests {files} all pass on upstream\n{result.stdout[-5000:]}"

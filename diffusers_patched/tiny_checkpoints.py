@@ -1,0 +1,305 @@
+"""Tiny models and single-file checkpoints (original key names; safetensors and GGUF) for the single-file scenarios.
+
+Everything is local and small: a 2-layer Wan of width 64 builds and saves in well under a second on CPU. diffusers is
+imported lazily, so this can be imported before it is decided whether the patches are on.
+"""
+
+import json
+import os
+import struct
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Wan
+# --------------------------------------------------------------------------------------------------------------
+
+# Width 64 (2 heads x 32) so that every Linear input dimension is a multiple of the Q8_0 block size (32).
+WAN_TINY = {
+    "patch_size": [1, 2, 2],
+    "num_attention_heads": 2,
+    "attention_head_dim": 32,
+    "in_channels": 4,
+    "out_channels": 4,
+    "text_dim": 32,
+    "freq_dim": 256,
+    "ffn_dim": 128,
+    "num_layers": 2,
+    "cross_attn_norm": True,
+    "qk_norm": "rms_norm_across_heads",
+    "eps": 1e-6,
+    "image_dim": None,
+    "added_kv_proj_dim": None,
+    "rope_max_seq_len": 32,
+}
+
+WAN_VARIANTS = {
+    # Wan2.1-T2V-like
+    "t2v": {},
+    # Wan2.1-I2V-like: CLIP image embedder + per-block add_k_proj/add_v_proj/norm_added_k
+    "wan2.1-i2v": {"in_channels": 12, "image_dim": 32, "added_kv_proj_dim": 64},
+    # Wan2.2-I2V-A14B-like: same input channels as 2.1-I2V, no image embedding at all
+    "wan2.2-i2v": {"in_channels": 12},
+    # Wan2.2-TI2V-5B-like: more latent channels in and out
+    "wan2.2-ti2v": {"in_channels": 8, "out_channels": 8},
+}
+
+
+def wan_config(variant="t2v", **overrides):
+    config = dict(WAN_TINY)
+    config.update(WAN_VARIANTS[variant])
+    config.update(overrides)
+    return config
+
+
+def _perturb_(model, seed, scale=0.05):
+    """Make every parameter differ from its structural init (zero biases, unit norms), reproducibly."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for _, param in sorted(model.named_parameters()):
+            param.add_(torch.randn(param.shape, generator=generator, dtype=param.dtype) * scale)
+    return model
+
+
+def build_wan(config, seed=0):
+    import torch
+    from diffusers import WanTransformer3DModel
+
+    torch.manual_seed(seed)
+    return _perturb_(WanTransformer3DModel(**config), seed).eval()
+
+
+# diffusers name fragment -> original Wan name fragment, applied in this order. The inverse of
+# `convert_wan_transformer_to_diffusers` for the plain (T2V / I2V) transformer; `wan_original_state_dict` checks
+# every key round-trips through the real converter.
+_WAN_TO_ORIGINAL = [
+    ("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
+    ("condition_embedder.time_embedder.linear_2", "time_embedding.2"),
+    ("condition_embedder.text_embedder.linear_1", "text_embedding.0"),
+    ("condition_embedder.text_embedder.linear_2", "text_embedding.2"),
+    ("condition_embedder.time_proj", "time_projection.1"),
+    ("condition_embedder.image_embedder.norm1", "img_emb.proj.0"),
+    ("condition_embedder.image_embedder.ff.net.0.proj", "img_emb.proj.1"),
+    ("condition_embedder.image_embedder.ff.net.2", "img_emb.proj.3"),
+    ("condition_embedder.image_embedder.norm2", "img_emb.proj.4"),
+    ("condition_embedder.image_embedder.pos_embed", "img_emb.emb_pos"),
+    ("attn1", "self_attn"),
+    ("attn2", "cross_attn"),
+    (".to_out.0.", ".o."),
+    (".to_q.", ".q."),
+    (".to_k.", ".k."),
+    (".to_v.", ".v."),
+    (".add_k_proj.", ".k_img."),
+    (".add_v_proj.", ".v_img."),
+    (".norm_added_k.", ".norm_k_img."),
+    ("ffn.net.0.proj", "ffn.0"),
+    ("ffn.net.2", "ffn.2"),
+    ("proj_out", "head.head"),
+]
+
+
+def _wan_key_to_original(key):
+    if key == "scale_shift_table":
+        return "head.modulation"
+    for old, new in _WAN_TO_ORIGINAL:
+        key = key.replace(old, new)
+    key = key.replace(".scale_shift_table", ".modulation")
+    # diffusers norm2 (cross-attention norm) is the original norm3 and vice versa
+    key = key.replace(".norm2.", ".norm__tmp.").replace(".norm3.", ".norm2.").replace(".norm__tmp.", ".norm3.")
+    return key
+
+
+def wan_original_state_dict(model_or_state_dict, prefix="model.diffusion_model.", check=True):
+    """Original Wan / ComfyUI key names for a diffusers `WanTransformer3DModel` state dict (cloned tensors)."""
+    state_dict = model_or_state_dict
+    if hasattr(state_dict, "state_dict"):
+        state_dict = state_dict.state_dict()
+    original = {prefix + _wan_key_to_original(k): v.detach().clone().contiguous() for k, v in state_dict.items()}
+    if check:
+        from diffusers.loaders.single_file_utils import convert_wan_transformer_to_diffusers
+
+        back = convert_wan_transformer_to_diffusers(dict(original))
+        assert sorted(back) == sorted(state_dict), sorted(set(back) ^ set(state_dict))
+    return original
+
+
+def wan_inputs(config, seed=0, batch_size=1, num_frames=2, height=4, width=4, text_len=6):
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    inputs = {
+        "hidden_states": torch.randn(
+            batch_size, config["in_channels"], num_frames, height, width, generator=generator
+        ),
+        "encoder_hidden_states": torch.randn(batch_size, text_len, config["text_dim"], generator=generator),
+        "timestep": torch.tensor([500] * batch_size),
+        "return_dict": False,
+    }
+    if config.get("image_dim"):
+        inputs["encoder_hidden_states_image"] = torch.randn(batch_size, 5, config["image_dim"], generator=generator)
+    return inputs
+
+
+# Key names and shapes `infer_diffusers_model_type` reads for the real checkpoints (meta tensors: no memory).
+# Sources: Wan-Video/Wan2.2 wan/configs/*.py (dim, in_dim), diffusers scripts/convert_wan_to_diffusers.py
+# (diffusers configs), ComfyUI comfy/model_detection.py (i2v iff img_emb.proj.0.bias, in_dim from
+# patch_embedding.weight.shape[1], out_dim from head.head.weight.shape[0] // 4).
+WAN_REAL = {
+    # name: (dim, in_dim, out_dim, image embedder, extra keys)
+    "wan2.1-t2v-1.3B": (1536, 16, 16, False, ()),
+    "wan2.1-t2v-14B": (5120, 16, 16, False, ()),
+    "wan2.2-t2v-A14B": (5120, 16, 16, False, ()),
+    "wan2.1-i2v-14B": (5120, 36, 16, True, ()),
+    "wan2.1-flf2v-14B": (5120, 36, 16, True, ("img_emb.emb_pos",)),
+    "wan2.2-i2v-A14B": (5120, 36, 16, False, ()),
+    "wan2.2-ti2v-5B": (3072, 48, 48, False, ()),
+    # variants detection must not guess (Wan2.1 Fun InP 1.3B, Fun Control 14B, a made-up width)
+    "wan2.1-fun-inp-1.3B": (1536, 36, 16, True, ()),
+    "wan2.1-fun-control-14B": (5120, 48, 16, True, ()),
+    "unknown-width": (2048, 16, 16, False, ()),
+}
+
+
+def wan_detection_checkpoint(name, prefix="model.diffusion_model."):
+    import torch
+
+    dim, in_dim, out_dim, image, extra = WAN_REAL[name]
+    shapes = {
+        "patch_embedding.weight": (dim, in_dim, 1, 2, 2),
+        "patch_embedding.bias": (dim,),
+        "head.modulation": (1, 2, dim),
+        "head.head.weight": (out_dim * 4, dim),
+        "blocks.0.ffn.0.weight": (13824 if dim == 5120 else 8960, dim),
+    }
+    if image:
+        shapes.update({"img_emb.proj.0.weight": (1280,), "img_emb.proj.0.bias": (1280,)})
+        shapes["blocks.0.cross_attn.k_img.weight"] = (dim, dim)
+    for key in extra:
+        shapes[key] = (1, 514, 1280)
+    return {prefix + k: torch.empty(s, device="meta") for k, s in shapes.items()}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# QwenImage (its single-file "converter" is the identity, so a diffusers state dict with keys removed is a valid
+# single-file checkpoint of another family)
+# --------------------------------------------------------------------------------------------------------------
+
+QWEN_TINY = {
+    "patch_size": 2,
+    "in_channels": 16,
+    "out_channels": 4,
+    "num_layers": 2,
+    "attention_head_dim": 16,
+    "num_attention_heads": 4,
+    "joint_attention_dim": 16,
+    "guidance_embeds": False,
+    "axes_dims_rope": [8, 4, 4],
+}
+
+
+def build_qwen(config=None, seed=0):
+    import torch
+    from diffusers import QwenImageTransformer2DModel
+
+    torch.manual_seed(seed)
+    return _perturb_(QwenImageTransformer2DModel(**(config or QWEN_TINY)), seed).eval()
+
+
+def qwen_inputs(seed=0, height=4, width=4, text_len=7):
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    return {
+        "hidden_states": torch.randn(1, height * width, QWEN_TINY["in_channels"], generator=generator),
+        "encoder_hidden_states": torch.randn(1, text_len, QWEN_TINY["joint_attention_dim"], generator=generator),
+        "encoder_hidden_states_mask": torch.ones(1, text_len, dtype=torch.long),
+        "timestep": torch.tensor([0.5]),
+        "img_shapes": [(1, height, width)],
+        "return_dict": False,
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Writers
+# --------------------------------------------------------------------------------------------------------------
+
+
+def write_config_dir(class_name, config, directory):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump({"_class_name": class_name, "_diffusers_version": "0.42.1", **config}, f, indent=2)
+    return directory
+
+
+def write_safetensors(state_dict, path):
+    from safetensors.torch import save_file
+
+    save_file({k: v.contiguous() for k, v in state_dict.items()}, path)
+    return path
+
+
+def write_gguf(state_dict, path, arch="wan", quantize_min_params=1024):
+    """city96/ComfyUI-GGUF style: prefix stripped; 1-D, small, `.modulation` and `time_embedding.` tensors F32
+    (diffusers keeps the time embedder in fp32 anyway); other 2-D weights Q8_0.
+
+    Q8_0 needs the last dimension to be a multiple of 32; anything else stays F32. 5-D tensors (Wan's
+    patch_embedding) are written as they are: gguf-py 0.19's writer and reader handle them.
+    """
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(path, arch=arch)
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    for key, tensor in state_dict.items():
+        key = key.replace("model.diffusion_model.", "")
+        data = tensor.detach().float().numpy()
+        qtype = gguf.GGMLQuantizationType.F32
+        if (
+            data.ndim == 2
+            and data.size > quantize_min_params
+            and data.shape[-1] % 32 == 0
+            and ".modulation" not in key
+            and "time_embedding." not in key
+        ):
+            qtype = gguf.GGMLQuantizationType.Q8_0
+        writer.add_tensor(key, gguf.quants.quantize(np.ascontiguousarray(data), qtype), raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def gguf_dequantized_state_dict(path):
+    """What a GGUF checkpoint holds, dequantized to float32 (the reference for "within quantization error")."""
+    import gguf
+    import torch
+
+    reader = gguf.GGUFReader(path)
+    out = {}
+    for tensor in reader.tensors:
+        data = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+        out[tensor.name] = torch.from_numpy(data.copy()).float()
+    return out
+
+
+def truncate_file(path, keep_fraction=0.5):
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.truncate(int(size * keep_fraction))
+    return path
+
+
+def corrupt_gguf_header(path):
+    """Keep the magic, scramble the version and the tensor / kv counts."""
+    with open(path, "r+b") as f:
+        f.seek(4)
+        f.write(struct.pack("<I", 0xDEADBEEF))
+        f.write(struct.pack("<Q", 2**62))
+        f.write(struct.pack("<Q", 2**62))
+    return path
+
+
+def meta_tensors(model):
+    return [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.device.type == "meta"]
