@@ -387,10 +387,11 @@ def test_rebase_onto_release_with_lines_inserted_above_the_patch(project, cache)
     sdist = cache / "sdists" / "diffusers-0.42.2.tar.gz"
     new_pristine = pristine_member(sdist, PATCHED_FILE)
     base = project.read_base()
+    old_base = json.loads((REPO_ROOT / "patches" / "base.json").read_text())
     assert base == {
         "version": "0.42.2",
         "sdist_sha256": series.sha256_of(sdist),
-        "files": {PATCHED_FILE: series.hashlib.sha256(new_pristine).hexdigest()},
+        "files": {**old_base["files"], PATCHED_FILE: series.hashlib.sha256(new_pristine).hexdigest()},
     }
     # The vendored module is the old patched one with upstream's new lines: new pristine + series.
     old = (REPO_ROOT / "diffusers_patched" / "_vendor" / VENDORED_FILE).read_text()
