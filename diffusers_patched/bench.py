@@ -63,7 +63,7 @@ def single_file_fixture(size):
 
 
 def pipeline_fixture(size):
-    from .scenarios import save_tiny_sd_pipeline
+    from .tiny_pipelines import save_tiny_sd_pipeline
 
     directory = fixture_dir() / f"sd-pipeline-{size}"
     if not (directory / "model_index.json").exists():
@@ -101,7 +101,7 @@ def _case_import():
 def _case_load_pipeline(size):
     from transformers import CLIPTextModel  # noqa: F401  (imports are timed by the import case, not here)
 
-    from .scenarios import load_tiny_sd_pipeline
+    from .tiny_pipelines import load_tiny_sd_pipeline
 
     return _measure(lambda: load_tiny_sd_pipeline(pipeline_fixture(size)))
 

@@ -15,6 +15,15 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from .tiny_pipelines import (
+    bnb_text_encoder_config,
+    fixed_text_input,
+    load_tiny_sd_pipeline,
+    load_with_plan,
+    plan_with_budget,
+    save_tiny_sd_pipeline,
+)
+
 
 SCENARIOS = {}
 
@@ -81,90 +90,6 @@ def _main(workdir, *names):
         print(_OUTCOME_PREFIX + json.dumps([name, outcome]), flush=True)
 
 
-# Tiny models, built from small configs (dimensions are multiples of 64: bitsandbytes' CPU 4-bit path needs that).
-
-
-def tiny_text_encoder():
-    import torch
-    from transformers import CLIPTextConfig, CLIPTextModel
-
-    torch.manual_seed(0)
-    config = CLIPTextConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_attention_heads=4,
-        num_hidden_layers=2,
-        vocab_size=1000,
-        bos_token_id=0,
-        eos_token_id=2,
-        pad_token_id=1,
-    )
-    return CLIPTextModel(config)
-
-
-def save_tiny_sd_pipeline(path, unet_channels=(32, 64)):
-    """A StableDiffusionPipeline of tiny random components, saved with `tokenizer=None`."""
-    import torch
-    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
-
-    torch.manual_seed(0)
-    unet = UNet2DConditionModel(
-        block_out_channels=unet_channels,
-        layers_per_block=1,
-        sample_size=16,
-        in_channels=4,
-        out_channels=4,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=64,
-        norm_num_groups=32,
-    )
-    vae = AutoencoderKL(
-        block_out_channels=[32],
-        in_channels=3,
-        out_channels=3,
-        down_block_types=["DownEncoderBlock2D"],
-        up_block_types=["UpDecoderBlock2D"],
-        latent_channels=4,
-        norm_num_groups=32,
-    )
-    pipe = StableDiffusionPipeline(
-        unet=unet,
-        vae=vae,
-        scheduler=DDIMScheduler(),
-        text_encoder=tiny_text_encoder(),
-        tokenizer=None,
-        safety_checker=None,
-        feature_extractor=None,
-        image_encoder=None,
-        requires_safety_checker=False,
-    )
-    pipe.save_pretrained(path)
-    return Path(path)
-
-
-def load_tiny_sd_pipeline(path, **kwargs):
-    from diffusers import StableDiffusionPipeline
-
-    return StableDiffusionPipeline.from_pretrained(
-        path, tokenizer=None, safety_checker=None, feature_extractor=None, image_encoder=None, **kwargs
-    )
-
-
-def bnb_4bit_text_encoder_config(quant_type="nf4", double_quant=False):
-    from diffusers.quantizers import PipelineQuantizationConfig
-
-    return PipelineQuantizationConfig(
-        quant_backend="bitsandbytes_4bit",
-        quant_kwargs={
-            "load_in_4bit": True,
-            "bnb_4bit_quant_type": quant_type,
-            "bnb_4bit_use_double_quant": double_quant,
-        },
-        components_to_quantize=["text_encoder"],
-    )
-
-
 def record_from_pretrained_kwargs(model_class):
     """Record the kwargs every `model_class.from_pretrained` call really receives, still calling the real one."""
     calls = []
@@ -188,7 +113,7 @@ def bnb_text_encoder_with_device_map(workdir):
 
     calls = record_from_pretrained_kwargs(CLIPTextModel)
     pipe = load_tiny_sd_pipeline(
-        save_tiny_sd_pipeline(workdir / "pipe"), quantization_config=bnb_4bit_text_encoder_config(), device_map="cpu"
+        save_tiny_sd_pipeline(workdir / "pipe"), quantization_config=bnb_text_encoder_config(), device_map="cpu"
     )
     (kwargs,) = calls
     method = kwargs["quantization_config"].quantization_method()
@@ -271,7 +196,7 @@ def bnb_4bit_sequential_cpu_offload(workdir):
     import torch
 
     path = save_tiny_sd_pipeline(workdir / "pipe")
-    config = bnb_4bit_text_encoder_config("nf4", double_quant=True)
+    config = bnb_text_encoder_config("nf4", double_quant=True)
     reference = load_tiny_sd_pipeline(path, quantization_config=config).text_encoder
     expected_state = reference.state_dict()
     expected = _encode(reference)
@@ -294,7 +219,7 @@ def bnb_4bit_sequential_cpu_offload(workdir):
 )
 def bnb_4bit_offload_twice_then_model_offload(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
-    config = bnb_4bit_text_encoder_config("nf4", double_quant=True)
+    config = bnb_text_encoder_config("nf4", double_quant=True)
     expected = _encode(load_tiny_sd_pipeline(path, quantization_config=config).text_encoder)
     pipe = load_tiny_sd_pipeline(path, quantization_config=config)
     diffs = []
@@ -313,7 +238,7 @@ def bnb_4bit_offload_twice_then_model_offload(workdir):
 )
 def bnb_4bit_lora_while_sequentially_offloaded(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
-    config = bnb_4bit_text_encoder_config("nf4", double_quant=True)
+    config = bnb_text_encoder_config("nf4", double_quant=True)
     reference = load_tiny_sd_pipeline(path, quantization_config=config)
     reference.load_lora_weights(_text_encoder_lora(reference.text_encoder))
     expected = _encode(reference.text_encoder)
@@ -331,7 +256,7 @@ def bnb_4bit_lora_while_sequentially_offloaded(workdir):
 )
 def lora_into_bnb_text_encoder(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
-    pipe = load_tiny_sd_pipeline(path, quantization_config=bnb_4bit_text_encoder_config("fp4"))
+    pipe = load_tiny_sd_pipeline(path, quantization_config=bnb_text_encoder_config("fp4"))
     pipe.load_lora_weights(_text_encoder_lora(pipe.text_encoder))
     return f"adapters {sorted(pipe.text_encoder.peft_config)} on a quantized text encoder: {pipe.text_encoder.is_quantized}"
 
@@ -503,6 +428,52 @@ def wan22_detection(workdir):
     if picked[0].startswith("Wan-AI/Wan2.1"):
         raise ValueError(f"Wan2.2-I2V-A14B typed as {picked[0]}, Wan2.2-TI2V-5B as {picked[1]}")
     return f"Wan2.2-I2V-A14B -> {picked[0]}, Wan2.2-TI2V-5B -> {picked[1]}"
+
+
+# A text encoder wide enough that its Linear weights dominate: 7.42 MB in float32, 2.02 MB in nf4.
+DEVICE_MAP_TEXT_ENCODER = {"hidden_size": 256, "intermediate_size": 1024}
+GPU_BUDGET_FITS_ONLY_QUANTIZED = 7_200_000
+
+
+@scenario(
+    "bnb-device-map-balanced-plan",
+    patch="0007-size-quantized-components-as-they-will-be-loaded.patch",
+    summary='nf4 text encoder, device_map="balanced", GPU 0 budgets of 7.2 / 3 / 0.5 MB: the plan',
+)
+def bnb_device_map_balanced_plan(workdir):
+    path = save_tiny_sd_pipeline(workdir / "pipe", text_encoder_kwargs=DEVICE_MAP_TEXT_ENCODER)
+    plans = {
+        name: plan_with_budget(path, gpu, quantization_config=bnb_text_encoder_config())
+        for name, gpu in (("7.2 MB", GPU_BUDGET_FITS_ONLY_QUANTIZED), ("3 MB", 3_000_000), ("0.5 MB", 500_000))
+    }
+    return "; ".join(f"GPU 0 {name}: {plan}" for name, plan in plans.items())
+
+
+@scenario(
+    "bnb-text-encoder-planned-on-cpu",
+    patch="0010-run-bitsandbytes-components-planned-on-the-cpu-there.patch",
+    summary='nf4 text encoder planned on "cpu" by device_map="balanced": load, run, compare to an un-offloaded run',
+)
+def bnb_text_encoder_planned_on_cpu(workdir):
+    import torch
+
+    path = save_tiny_sd_pipeline(workdir / "pipe", text_encoder_kwargs=DEVICE_MAP_TEXT_ENCODER)
+    config = bnb_text_encoder_config(double_quant=True)
+    reference = load_tiny_sd_pipeline(path, quantization_config=config)
+    pipe = load_with_plan(
+        path, {"text_encoder": "cpu"}, quantization_config=bnb_text_encoder_config(double_quant=True)
+    )
+    input_ids = fixed_text_input()
+    with torch.no_grad():
+        diffs = [
+            (pipe.text_encoder(input_ids)[0] - reference.text_encoder(input_ids)[0]).abs().max().item()
+            for _ in range(3)
+        ]
+    weight = pipe.text_encoder.encoder.layers[0].mlp.fc1.weight
+    return (
+        f"hf_device_map={pipe.hf_device_map}; text encoder weights {type(weight).__name__} on {weight.device}, "
+        f"absmax on {weight.quant_state.absmax.device}; max abs diff to an un-offloaded run over 3 passes: {max(diffs)}"
+    )
 
 
 if __name__ == "__main__":

@@ -52,12 +52,12 @@ def test_flow_fails_upstream_and_matches_the_unoffloaded_reference_patched(
 CPU_OFFLOAD = """
 import torch
 from accelerate import cpu_offload
-from diffusers_patched.scenarios import bnb_4bit_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
+from diffusers_patched.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
 
 path = save_tiny_sd_pipeline({path!r})
 ids = torch.tensor([[0, 5, 17, 99, 250, 2, 1, 1]])
 for kind in ["nf4", "fp4", "nf4-dq", "fp4-dq"]:
-    config = bnb_4bit_text_encoder_config(kind.split("-")[0], double_quant=kind.endswith("-dq"))
+    config = bnb_text_encoder_config(kind.split("-")[0], double_quant=kind.endswith("-dq"))
     reference = load_tiny_sd_pipeline(path, quantization_config=config).text_encoder
     expected_state = reference.state_dict()
     with torch.no_grad():
@@ -105,10 +105,10 @@ def test_offloading_a_4bit_model_whose_statistics_are_already_lost_is_refused_cl
     import torch
     from accelerate import cpu_offload
     from diffusers_patched import make_bnb_offload_safe
-    from diffusers_patched.scenarios import bnb_4bit_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
+    from diffusers_patched.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
 
     path = save_tiny_sd_pipeline({str(tmp_path / "pipe")!r})
-    pipe = load_tiny_sd_pipeline(path, quantization_config=bnb_4bit_text_encoder_config("nf4", double_quant=True))
+    pipe = load_tiny_sd_pipeline(path, quantization_config=bnb_text_encoder_config("nf4", double_quant=True))
     cpu_offload(pipe.text_encoder, torch.device("cpu"))
     pipe.enable_sequential_cpu_offload(device="cpu")
     """

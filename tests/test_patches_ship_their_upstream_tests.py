@@ -42,7 +42,9 @@ def test_upstream_tests_pass_with_the_patches(upstream_tests, python):
 def test_each_patch_upstream_test_fails_without_the_patches(upstream_tests, python):
     directory, tests = upstream_tests
     result = _run_pytest(directory, python, patched=False)
-    failing_files = set(re.findall(r"^(?:FAILED|ERROR|SUBFAILED\(.*?\)) (tests/[^:\s]+\.py)", result.stdout, re.MULTILINE))
+    failing_files = set(
+        re.findall(r"^(?:FAILED|ERROR|SUBFAILED\(.*?\)) (tests/[^:\s]+\.py)", result.stdout, re.MULTILINE)
+    )
     assert result.returncode != 0
     for name, files in tests.items():
         assert failing_files & set(files), f"{name}: its tests {files} all pass on upstream\n{result.stdout[-5000:]}"

@@ -12,7 +12,9 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
+import copy
 import importlib
+import math
 import os
 import re
 import sys
@@ -57,8 +59,8 @@ if is_transformers_available():
 if is_accelerate_available():
     import accelerate
     from accelerate import dispatch_model
-    from accelerate.hooks import remove_hook_from_module
-    from accelerate.utils import compute_module_sizes, get_max_memory
+    from accelerate.hooks import AlignDevicesHook, add_hook_to_module, remove_hook_from_module
+    from accelerate.utils import compute_module_sizes, convert_bytes, get_max_memory
 
 
 INDEX_FILE = "diffusion_pytorch_model.bin"
@@ -652,6 +654,107 @@ def _load_empty_model(
     return model
 
 
+def _prepare_empty_model_for_sizing(model: torch.nn.Module, name: str, quantization_config: Any | None) -> None:
+    """
+    Prepares `model`, an empty model, to be sized the way `name` will be loaded, without loading weights: ties its
+    weights as transformers does when loading (so that they count once), and replaces its layers the way they will be
+    quantized. The quantization config is the one the checkpoint was saved with, or else what `quantization_config` (a
+    `PipelineQuantizationConfig`) resolves for `name`.
+
+    Only bitsandbytes quantization is handled: how much torchao and quanto save is decided layer by layer while
+    loading, and GGUF weights keep the quantization types of the checkpoint, so the size of their models is not known
+    before loading. These are sized unquantized, which can only overestimate them.
+    """
+    from ..models.modeling_utils import ModelMixin
+    from ..quantizers import DiffusersAutoQuantizer, PipelineQuantizationConfig
+
+    if is_transformers_available() and isinstance(model, PreTrainedModel):
+        model.tie_weights()
+
+    is_diffusers_model = isinstance(model, ModelMixin)
+    if is_diffusers_model:
+        model_quant_config = model.config.get("quantization_config", None)
+    else:
+        model_quant_config = getattr(model.config, "quantization_config", None)
+    pre_quantized = model_quant_config is not None
+    if not pre_quantized and isinstance(quantization_config, PipelineQuantizationConfig):
+        model_quant_config = quantization_config._resolve_quant_config(
+            is_diffusers=is_diffusers_model, module_name=name
+        )
+
+    if _get_bitsandbytes_quantization_method(model_quant_config) is None:
+        return
+
+    # Quantizers can update their config while processing a model (e.g. `llm_int8_skip_modules`), so work on a copy.
+    model_quant_config = copy.deepcopy(model_quant_config)
+    if is_diffusers_model:
+        hf_quantizer = DiffusersAutoQuantizer.from_config(model_quant_config, pre_quantized=pre_quantized)
+        keep_in_fp32_modules = []
+        if model._keep_in_fp32_modules is not None and getattr(hf_quantizer, "use_keep_in_fp32_modules", False):
+            keep_in_fp32_modules = model._keep_in_fp32_modules
+            if not isinstance(keep_in_fp32_modules, list):
+                keep_in_fp32_modules = [keep_in_fp32_modules]
+        hf_quantizer.preprocess_model(model=model, device_map=None, keep_in_fp32_modules=keep_in_fp32_modules)
+    else:
+        from transformers.quantizers import AutoHfQuantizer
+
+        hf_quantizer = AutoHfQuantizer.from_config(model_quant_config, pre_quantized=pre_quantized)
+        hf_quantizer.preprocess_model(model=model, device_map=None)
+
+
+def _get_component_size(model: torch.nn.Module, dtype: torch.dtype | None, is_empty: bool = True) -> int:
+    """
+    Returns the number of bytes `model` will take once loaded in `dtype`. For an empty model prepared by
+    `_prepare_empty_model_for_sizing`, bitsandbytes layers count their quantized weights and quantization statistics,
+    and the layers bitsandbytes skips (`llm_int8_skip_modules`, `_keep_in_fp32_modules`, embeddings, norms...) count in
+    `dtype`. Modules kept in float32 count in float32: diffusers keeps `_keep_in_fp32_modules` in float32 whatever the
+    dtype, transformers only in float16, and `_keep_in_fp32_modules_strict` in float16 and bfloat16.
+    """
+    keep_in_fp32_modules = []
+    if dtype in (torch.float16, torch.bfloat16):
+        if is_transformers_available() and isinstance(model, PreTrainedModel):
+            if dtype == torch.float16:
+                keep_in_fp32_modules += list(model._keep_in_fp32_modules or [])
+            keep_in_fp32_modules += list(getattr(model, "_keep_in_fp32_modules_strict", None) or [])
+        elif getattr(model, "_keep_in_fp32_modules", None) is not None:
+            keep_in_fp32_modules = model._keep_in_fp32_modules
+            if not isinstance(keep_in_fp32_modules, list):
+                keep_in_fp32_modules = [keep_in_fp32_modules]
+    special_dtypes = {
+        name: torch.float32
+        for name, _ in model.named_parameters()
+        if any(module_to_keep_in_fp32 in name.split(".") for module_to_keep_in_fp32 in keep_in_fp32_modules)
+    }
+    module_sizes = compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes)
+    size = module_sizes[""]
+
+    if not is_empty or getattr(model, "quantization_method", None) != QuantizationMethod.BITS_AND_BYTES:
+        return size
+
+    import bitsandbytes as bnb
+
+    for name, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if isinstance(module, bnb.nn.Linear4bit):
+            # Two 4-bit values per byte, one float32 absmax per block and the 16 values of the quantization map. With
+            # double quantization (`compress_statistics`), the absmax are themselves quantized to 8 bits in blocks of
+            # 256, with float32 absmax, a 256-value map and an offset.
+            num_blocks = math.ceil(weight.numel() / weight.blocksize)
+            if weight.compress_statistics:
+                statistics_size = num_blocks + 4 * math.ceil(num_blocks / 256) + 4 * 256 + 4
+            else:
+                statistics_size = 4 * num_blocks
+            quantized_size = (weight.numel() + 1) // 2 + statistics_size + 4 * 16
+        elif isinstance(module, bnb.nn.Linear8bitLt):
+            # One byte per value and one float32 scale (`SCB`) per output feature.
+            quantized_size = weight.numel() + 4 * weight.shape[0]
+        else:
+            continue
+        size += quantized_size - module_sizes[f"{name}.weight"]
+
+    return size
+
+
 def _assign_components_to_devices(
     module_sizes: dict[str, float], device_memory: dict[str, float], device_mapping_strategy: str = "balanced"
 ):
@@ -668,7 +771,7 @@ def _assign_components_to_devices(
 
         # If the GPU doesn't fit the current component offload to the CPU.
         if component_memory > curr_device_memory:
-            device_id_component_mapping["cpu"] = [component]
+            device_id_component_mapping.setdefault("cpu", []).append(component)
         else:
             if device_id not in device_id_component_mapping:
                 device_id_component_mapping[device_id] = [component]
@@ -735,6 +838,8 @@ def _get_final_device_map(device_map, pipeline_class, passed_class_obj, init_dic
                 token=kwargs.get("token", None),
                 revision=kwargs.get("revision", None),
             )
+            if loaded_sub_model is not None:
+                _prepare_empty_model_for_sizing(loaded_sub_model, name, kwargs.get("quantization_config", None))
 
         if loaded_sub_model is not None:
             init_empty_modules[name] = loaded_sub_model
@@ -743,10 +848,11 @@ def _get_final_device_map(device_map, pipeline_class, passed_class_obj, init_dic
     # Obtain a sorted dictionary for mapping the model-level components
     # to their sizes.
     module_sizes = {
-        module_name: compute_module_sizes(
+        module_name: _get_component_size(
             module,
             dtype=dtype.get(module_name, dtype.get("default", torch.float32)) if isinstance(dtype, dict) else dtype,
-        )[""]
+            is_empty=module_name not in passed_class_obj,
+        )
         for module_name, module in init_empty_modules.items()
         if isinstance(module, torch.nn.Module)
     }
@@ -754,6 +860,7 @@ def _get_final_device_map(device_map, pipeline_class, passed_class_obj, init_dic
 
     # Obtain maximum memory available per device (GPUs only).
     max_memory = get_max_memory(max_memory)
+    all_max_memory = max_memory
     max_memory = dict(sorted(max_memory.items(), key=lambda item: item[1], reverse=True))
     max_memory = {k: v for k, v in max_memory.items() if k != "cpu"}
 
@@ -764,6 +871,21 @@ def _get_final_device_map(device_map, pipeline_class, passed_class_obj, init_dic
         device_id_component_mapping = _assign_components_to_devices(
             module_sizes, max_memory, device_mapping_strategy=device_map
         )
+
+        # Components that fit no accelerator are offloaded to the CPU: check that they fit its memory too.
+        cpu_components = device_id_component_mapping.get("cpu", [])
+        cpu_memory_needed = sum(module_sizes[component] for component in cpu_components)
+        if "cpu" in all_max_memory and cpu_memory_needed > all_max_memory["cpu"]:
+            components = ", ".join(
+                f"{component} ({convert_bytes(module_sizes[component])})" for component in cpu_components
+            )
+            budgets = ", ".join(f"{device}: {convert_bytes(memory)}" for device, memory in all_max_memory.items())
+            raise ValueError(
+                f"Cannot load {pipeline_class.__name__} with `device_map={device_map!r}`: {components} do not fit on"
+                f" the accelerators, and need {convert_bytes(cpu_memory_needed)} of CPU memory together. Memory"
+                f" available per device: {budgets}. Please pass a larger `max_memory`, or quantize these components"
+                " with `quantization_config`."
+            )
 
         # Obtain the final device map, e.g., `{"unet": 0, "text_encoder": 1, "vae": 1, ...}`
         final_device_map = {}
@@ -964,7 +1086,17 @@ def load_sub_model(
         if hasattr(loaded_sub_model, "_skip_keys") and loaded_sub_model._skip_keys is not None:
             skip_keys = loaded_sub_model._skip_keys
 
-        if needs_offloading_to_cpu:
+        is_bitsandbytes_model = (
+            getattr(loaded_sub_model, "quantization_method", None) == QuantizationMethod.BITS_AND_BYTES
+        )
+        if needs_offloading_to_cpu and is_bitsandbytes_model:
+            # Offloading hooks move the weights to the meta device between forward passes, and bitsandbytes weights
+            # lose their quantization state on the way. The model was loaded on the CPU: leave its weights there, run
+            # it there, and give its outputs back on the device of its inputs.
+            add_hook_to_module(
+                loaded_sub_model, AlignDevicesHook(execution_device="cpu", io_same_device=True, skip_keys=skip_keys)
+            )
+        elif needs_offloading_to_cpu:
             dispatch_model(
                 loaded_sub_model,
                 state_dict=loaded_sub_model.state_dict(),

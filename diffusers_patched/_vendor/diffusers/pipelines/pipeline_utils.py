@@ -995,6 +995,7 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
                 library=library,
                 max_memory=max_memory,
                 dtype=dtype,
+                quantization_config=quantization_config,
                 cached_folder=cached_folder,
                 force_download=force_download,
                 proxies=proxies,

@@ -1,0 +1,208 @@
+"""Tiny Stable Diffusion pipelines built locally, and helpers to plan and place them with a device map.
+
+Dimensions are multiples of 64: bitsandbytes' CPU 4-bit path needs that. diffusers is imported lazily, so this can be
+imported before it is decided whether the patches are on.
+"""
+
+from pathlib import Path
+
+
+def tiny_text_encoder(hidden_size=64, intermediate_size=128, num_hidden_layers=2, vocab_size=1000, seed=0):
+    """A CLIP text encoder; wider ones are dominated by their Linear weights, so 4-bit quantization matters."""
+    import torch
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    torch.manual_seed(seed)
+    config = CLIPTextConfig(
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_attention_heads=4,
+        num_hidden_layers=num_hidden_layers,
+        vocab_size=vocab_size,
+        projection_dim=64,
+        bos_token_id=0,
+        eos_token_id=2,
+        pad_token_id=1,
+    )
+    return CLIPTextModel(config)
+
+
+def tiny_unet(block_out_channels=(32, 64), cross_attention_dim=256):
+    import torch
+    from diffusers import UNet2DConditionModel
+
+    torch.manual_seed(0)
+    return UNet2DConditionModel(
+        block_out_channels=block_out_channels,
+        layers_per_block=1,
+        sample_size=16,
+        in_channels=4,
+        out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=cross_attention_dim,
+        norm_num_groups=32,
+    )
+
+
+def tiny_vae():
+    import torch
+    from diffusers import AutoencoderKL
+
+    torch.manual_seed(0)
+    return AutoencoderKL(
+        block_out_channels=[32],
+        in_channels=3,
+        out_channels=3,
+        down_block_types=["DownEncoderBlock2D"],
+        up_block_types=["UpDecoderBlock2D"],
+        latent_channels=4,
+        norm_num_groups=32,
+    )
+
+
+def save_tiny_sd_pipeline(path, unet_channels=(32, 64), text_encoder_kwargs=None):
+    """A StableDiffusionPipeline of tiny random components, saved with `tokenizer=None`."""
+    from diffusers import DDIMScheduler, StableDiffusionPipeline
+
+    text_encoder = tiny_text_encoder(**(text_encoder_kwargs or {}))
+    pipe = StableDiffusionPipeline(
+        unet=tiny_unet(unet_channels, cross_attention_dim=text_encoder.config.hidden_size),
+        vae=tiny_vae(),
+        scheduler=DDIMScheduler(),
+        text_encoder=text_encoder,
+        tokenizer=None,
+        safety_checker=None,
+        feature_extractor=None,
+        image_encoder=None,
+        requires_safety_checker=False,
+    )
+    pipe.save_pretrained(path)
+    return Path(path)
+
+
+def load_tiny_sd_pipeline(path, **kwargs):
+    from diffusers import StableDiffusionPipeline
+
+    return StableDiffusionPipeline.from_pretrained(
+        path, tokenizer=None, safety_checker=None, feature_extractor=None, image_encoder=None, **kwargs
+    )
+
+
+def bnb_text_encoder_config(kind="nf4", double_quant=False, **extra):
+    """PipelineQuantizationConfig quantizing only the (transformers) text encoder: "nf4", "fp4" or "8bit"."""
+    from diffusers.quantizers import PipelineQuantizationConfig
+
+    if kind == "8bit":
+        return PipelineQuantizationConfig(
+            quant_backend="bitsandbytes_8bit",
+            quant_kwargs={"load_in_8bit": True, **extra},
+            components_to_quantize=["text_encoder"],
+        )
+    return PipelineQuantizationConfig(
+        quant_backend="bitsandbytes_4bit",
+        quant_kwargs={
+            "load_in_4bit": True,
+            "bnb_4bit_quant_type": kind,
+            "bnb_4bit_use_double_quant": double_quant,
+            **extra,
+        },
+        components_to_quantize=["text_encoder"],
+    )
+
+
+def plan_with_budget(path, gpu_budget, cpu_budget="1GB", quantization_config=None, **kwargs):
+    """The plan `from_pretrained(device_map="balanced")` computes for `max_memory={0: gpu, "cpu": cpu}`.
+
+    On a CPU-only machine loading then fails (GPU 0 does not exist); we stop right after planning by wrapping the
+    planner, so no weight is loaded. Returns the plan, or raises what planning raised.
+    """
+    from diffusers.pipelines import pipeline_utils
+
+    captured = {}
+    real = pipeline_utils._get_final_device_map
+
+    class _Planned(Exception):
+        pass
+
+    def spy(*args, **kw):
+        captured["plan"] = real(*args, **kw)
+        raise _Planned
+
+    pipeline_utils._get_final_device_map = spy
+    try:
+        load_tiny_sd_pipeline(
+            path,
+            device_map="balanced",
+            max_memory={0: gpu_budget, "cpu": cpu_budget},
+            quantization_config=quantization_config,
+            **kwargs,
+        )
+    except _Planned:
+        pass
+    finally:
+        pipeline_utils._get_final_device_map = real
+    return captured["plan"]
+
+
+def load_with_plan(path, plan, quantization_config=None, **kwargs):
+    """Load the pipeline as `from_pretrained(device_map="balanced")` would with `plan` as its device map.
+
+    On a CPU-only machine, call it with the part of a real plan that can run here (e.g. {"text_encoder": "cpu"}):
+    `load_sub_model` then places every component as the patched (or upstream) code does.
+    """
+    from diffusers.pipelines import pipeline_utils
+
+    real = pipeline_utils._get_final_device_map
+    pipeline_utils._get_final_device_map = lambda *args, **kw: dict(plan)
+    try:
+        return load_tiny_sd_pipeline(path, device_map="balanced", quantization_config=quantization_config, **kwargs)
+    finally:
+        pipeline_utils._get_final_device_map = real
+
+
+def count_weight_reads():
+    """Count safetensors reads from now on (planning must not read any weight). Returns the list of paths read."""
+    import safetensors
+    import safetensors.torch
+
+    reads = []
+    real_safe_open, real_load_file = safetensors.safe_open, safetensors.torch.load_file
+
+    def safe_open(filename, *args, **kwargs):
+        reads.append(str(filename))
+        return real_safe_open(filename, *args, **kwargs)
+
+    def load_file(filename, *args, **kwargs):
+        reads.append(str(filename))
+        return real_load_file(filename, *args, **kwargs)
+
+    safetensors.safe_open, safetensors.torch.load_file = safe_open, load_file
+    return reads
+
+
+def fixed_text_input(pipe_device="cpu", batch=1, length=16, seed=0):
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(3, 1000, (batch, length), generator=generator).to(pipe_device)
+
+
+def run_pipeline(pipe, steps=2, seed=0):
+    """One deterministic pipeline call with prompt embeddings from the text encoder (the tokenizer is None)."""
+    import torch
+
+    input_ids = fixed_text_input()
+    with torch.no_grad():
+        prompt_embeds = pipe.text_encoder(input_ids.to(pipe._execution_device))[0]
+    out = pipe(
+        prompt_embeds=prompt_embeds,
+        negative_prompt_embeds=torch.zeros_like(prompt_embeds),
+        num_inference_steps=steps,
+        guidance_scale=2.0,
+        height=32,
+        width=32,
+        output_type="pt",
+        generator=torch.Generator().manual_seed(seed),
+    ).images
+    return prompt_embeds, out
