@@ -114,10 +114,92 @@ def _case_single_file(size):
     return _measure(lambda: FluxTransformer2DModel.from_single_file(str(checkpoint), config=str(directory)))
 
 
+def _patched():
+    return os.environ.get("DIFFUSERS_PATCHED") != "0"
+
+
+# Affected paths: upstream cannot run them, so its side runs the nearest path that works, named in the case.
+
+# name -> text encoder width, MLP width and layers of the offloaded 4-bit text encoder
+TEXT_ENCODER_SIZES = {"tiny": (64, 128, 2), "small": (256, 1024, 2), "medium": (512, 2048, 4)}
+# name -> layers of the tiny Wan loaded from a single file
+WAN_LAYERS = {"tiny": 2, "small": 8, "medium": 32}
+
+
+def _case_offloaded_4bit_forward(size):
+    import torch
+
+    from .tiny_pipelines import bnb_text_encoder_config, fixed_text_input, load_tiny_sd_pipeline, save_tiny_sd_pipeline
+
+    hidden_size, intermediate_size, layers = TEXT_ENCODER_SIZES[size]
+    path = fixture_dir() / f"sd-text-encoder-{size}"
+    if not (path / "model_index.json").exists():
+        text_encoder_kwargs = {"hidden_size": hidden_size, "intermediate_size": intermediate_size}
+        save_tiny_sd_pipeline(path, text_encoder_kwargs={**text_encoder_kwargs, "num_hidden_layers": layers})
+    pipe = load_tiny_sd_pipeline(path, quantization_config=bnb_text_encoder_config(double_quant=True))
+    if _patched():
+        pipe.enable_sequential_cpu_offload(device="cpu")
+    else:
+        pipe.enable_model_cpu_offload(device="cpu")
+    input_ids = fixed_text_input()
+    with torch.no_grad():
+        pipe.text_encoder(input_ids)  # the first pass repacks 4-bit weights for the CPU
+        start = time.perf_counter()
+        for _ in range(5):
+            pipe.text_encoder(input_ids)
+    parameters = sum(p.numel() for p in pipe.text_encoder.parameters())
+    return {"seconds": (time.perf_counter() - start) / 5, "parameters": parameters}
+
+
+def _case_single_file_missing_keys(size):
+    from diffusers import WanTransformer3DModel
+
+    from .tiny_checkpoints import build_wan, wan_config, wan_original_state_dict, write_config_dir, write_safetensors
+
+    directory = fixture_dir() / f"wan22-i2v-{size}"
+    checkpoint = directory / "wan.safetensors"
+    if not checkpoint.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        for variant in ("wan2.1-i2v", "wan2.2-i2v"):
+            write_config_dir(
+                "WanTransformer3DModel", wan_config(variant, num_layers=WAN_LAYERS[size]), directory / variant
+            )
+        model = build_wan(wan_config("wan2.2-i2v", num_layers=WAN_LAYERS[size]))
+        write_safetensors(wan_original_state_dict(model), str(directory / "partial.safetensors"))
+        (directory / "partial.safetensors").rename(checkpoint)
+    # Patched: the Wan2.1-I2V config, which wants keys the checkpoint lacks. Upstream: the matching config.
+    config = directory / ("wan2.1-i2v" if _patched() else "wan2.2-i2v")
+    return _measure(lambda: WanTransformer3DModel.from_single_file(str(checkpoint), config=str(config)))
+
+
+def _case_device_map_planning(size):
+    from .scenarios import DEVICE_MAP_TEXT_ENCODER, GPU_BUDGET_FITS_ONLY_QUANTIZED
+    from .tiny_pipelines import bnb_text_encoder_config, plan_with_budget, save_tiny_sd_pipeline
+
+    path = fixture_dir() / "sd-pipeline-device-map"
+    if not (path / "model_index.json").exists():
+        save_tiny_sd_pipeline(path, text_encoder_kwargs=DEVICE_MAP_TEXT_ENCODER)
+    start = time.perf_counter()
+    plan_with_budget(path, GPU_BUDGET_FITS_ONLY_QUANTIZED, quantization_config=bnb_text_encoder_config())
+    return {"seconds": time.perf_counter() - start}
+
+
 CASES = {
     "import diffusers + pipeline class": (_case_import, [None]),
     "from_pretrained (saved pipeline)": (_case_load_pipeline, list(PIPELINE_SIZES)),
     "from_single_file (nothing missing)": (_case_single_file, list(FLUX_SIZES)),
+    "nf4 text encoder forward: sequential offload (patched) vs model offload (upstream)": (
+        _case_offloaded_4bit_forward,
+        list(TEXT_ENCODER_SIZES),
+    ),
+    "Wan from_single_file: missing keys (patched) vs matching config (upstream)": (
+        _case_single_file_missing_keys,
+        list(WAN_LAYERS),
+    ),
+    'device_map="balanced" planning, nf4 text encoder, GPU 0 budget (no weights loaded)': (
+        _case_device_map_planning,
+        ["tiny"],
+    ),
 }
 
 
