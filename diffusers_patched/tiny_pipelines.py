@@ -161,6 +161,22 @@ def load_with_plan(path, plan, quantization_config=None, **kwargs):
         pipeline_utils._get_final_device_map = real
 
 
+def loaded_size(model):
+    """Bytes of the parameters and buffers of `model`, with the quantization statistics bitsandbytes keeps."""
+    tensors = {}
+    for tensor in [*model.parameters(), *model.buffers()]:
+        tensors[id(tensor)] = tensor
+        quant_state = getattr(tensor, "quant_state", None)
+        if quant_state is not None:
+            extra = [quant_state.absmax, quant_state.code]
+            if quant_state.nested:
+                extra += [quant_state.offset, quant_state.state2.absmax, quant_state.state2.code]
+            tensors.update({id(t): t for t in extra})
+        if getattr(tensor, "SCB", None) is not None:
+            tensors[id(tensor.SCB)] = tensor.SCB
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
 def count_weight_reads():
     """Count safetensors reads from now on (planning must not read any weight). Returns the list of paths read."""
     import safetensors
