@@ -80,9 +80,11 @@ _OUTCOME_PREFIX = "diffusers-patched scenario outcome: "
 
 def _main(workdir, *names):
     for name in names:
+        scenario_dir = Path(workdir) / name
+        scenario_dir.mkdir()
         start = time.perf_counter()
         try:
-            outcome = {"ok": True, "result": SCENARIOS[name].run(Path(workdir) / name)}
+            outcome = {"ok": True, "result": SCENARIOS[name].run(scenario_dir)}
         except Exception as e:
             traceback.print_exc()
             outcome = {"ok": False, "result": f"{type(e).__name__}: {e}"}
