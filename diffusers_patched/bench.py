@@ -71,10 +71,18 @@ def pipeline_fixture(size):
     return directory
 
 
-def _measure(load):
+def _import_before_timing():
+    """Import what the timed cases use, so that their clocks measure loading, not imports (the import case does)."""
+    import bitsandbytes  # noqa: F401
     import diffusers
+    from diffusers.loaders import single_file_model  # noqa: F401
+    from transformers import CLIPTextModel  # noqa: F401
 
-    diffusers.StableDiffusionPipeline  # resolve diffusers' lazy imports before the clock starts
+    diffusers.StableDiffusionPipeline  # resolves diffusers' lazy imports
+
+
+def _measure(load):
+    _import_before_timing()
     start = time.perf_counter()
     model = load()
     seconds = time.perf_counter() - start
@@ -99,8 +107,6 @@ def _case_import():
 
 
 def _case_load_pipeline(size):
-    from transformers import CLIPTextModel  # noqa: F401  (imports are timed by the import case, not here)
-
     from .tiny_pipelines import load_tiny_sd_pipeline
 
     return _measure(lambda: load_tiny_sd_pipeline(pipeline_fixture(size)))
@@ -108,7 +114,6 @@ def _case_load_pipeline(size):
 
 def _case_single_file(size):
     from diffusers import FluxTransformer2DModel
-    from diffusers.loaders import single_file_model  # noqa: F401  (imports are timed by the import case)
 
     directory, checkpoint = single_file_fixture(size)
     return _measure(lambda: FluxTransformer2DModel.from_single_file(str(checkpoint), config=str(directory)))
@@ -185,11 +190,7 @@ def _case_device_map_planning(size):
     path = fixture_dir() / "sd-pipeline-device-map"
     if not (path / "model_index.json").exists():
         save_tiny_sd_pipeline(path, text_encoder_kwargs=DEVICE_MAP_TEXT_ENCODER)
-    import bitsandbytes  # noqa: F401  (imports are timed by the import case, not here)
-    import diffusers
-    from transformers import CLIPTextModel  # noqa: F401
-
-    diffusers.StableDiffusionPipeline  # resolve diffusers' lazy imports before the clock starts
+    _import_before_timing()
     start = time.perf_counter()
     plan = plan_with_budget(path, GPU_BUDGET_FITS_ONLY_QUANTIZED, quantization_config=bnb_text_encoder_config())
     seconds = time.perf_counter() - start

@@ -396,10 +396,9 @@ def lint_style(repo):
 
 def export_patches(project, out_dir):
     """Write one mbox patch per series entry into `out_dir`, checked to `git am` onto pristine upstream."""
-    check(project)
+    entries = check(project)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    entries = project.read_series()
     for name in entries:
         shutil.copyfile(project.patches_dir / name, out_dir / name)
     (out_dir / "series").write_text("".join(f"{name}\n" for name in entries))

@@ -16,6 +16,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from conftest import REPO_ROOT
 
 from diffusers_patched import series
 
@@ -29,7 +30,6 @@ def run_git(repo, *args):
     return result.stdout
 
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 BASE = json.loads((REPO_ROOT / "patches" / "base.json").read_text())
 SERIES = [
     line.split("#", 1)[0].strip()
