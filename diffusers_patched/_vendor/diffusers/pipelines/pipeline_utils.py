@@ -52,7 +52,7 @@ from .. import __version__
 from ..configuration_utils import ConfigMixin
 from ..models import AutoencoderKL
 from ..models.attention_processor import FusedAttnProcessor2_0
-from ..models.modeling_utils import _LOW_CPU_MEM_USAGE_DEFAULT, ModelMixin
+from ..models.modeling_utils import _LOW_CPU_MEM_USAGE_DEFAULT, ModelMixin, onload_offloaded_weights
 from ..quantizers import PipelineQuantizationConfig
 from ..quantizers.bitsandbytes.utils import _check_bnb_status, make_bnb_offload_safe
 from ..schedulers.scheduling_utils import SCHEDULER_CONFIG_NAME
@@ -375,7 +375,9 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
                 # to adapter keys, but from_pretrained expects keys without this prefix
                 save_kwargs["save_peft_format"] = False
 
-            save_method(os.path.join(save_directory, pipeline_component_name), **save_kwargs)
+            # Components offloaded with `enable_sequential_cpu_offload()` only hold meta placeholders for their weights.
+            with onload_offloaded_weights(sub_model):
+                save_method(os.path.join(save_directory, pipeline_component_name), **save_kwargs)
 
         # finally save the config
         self.save_config(save_directory)
