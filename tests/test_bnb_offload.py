@@ -127,3 +127,57 @@ def test_offloading_a_4bit_model_whose_statistics_are_already_lost_is_refused_cl
     assert patched.returncode != 0
     assert "ValueError: Cannot sequentially offload `text_encoder` (CLIPTextModel)." in patched.stderr
     assert "are on the meta device" in patched.stderr and "enable_model_cpu_offload()" in patched.stderr
+
+
+def test_offloaded_8bit_text_encoder_state_dict_and_save_hold_real_weights_and_scales(python, tmp_path):
+    code = f"""
+    import contextlib
+    import torch
+    from accelerate import cpu_offload
+    from transformers import CLIPTextModel
+    from diffusers_patched.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
+
+    try:
+        from diffusers.models.modeling_utils import onload_offloaded_weights
+    except ImportError:  # upstream
+        onload_offloaded_weights = lambda model: contextlib.nullcontext()
+
+    path = save_tiny_sd_pipeline({str(tmp_path / "pipe")!r})
+    ids = torch.tensor([[0, 5, 17, 99, 250, 2, 1, 1]])
+    reference = load_tiny_sd_pipeline(path, quantization_config=bnb_text_encoder_config("8bit")).text_encoder
+    expected_state = reference.state_dict()
+    with torch.no_grad():
+        expected = reference(ids)[0]
+    text_encoder = load_tiny_sd_pipeline(path, quantization_config=bnb_text_encoder_config("8bit")).text_encoder
+    cpu_offload(text_encoder, torch.device("cpu"))
+    with torch.no_grad():
+        text_encoder(ids)
+    print("plain state_dict: SCB", sum(k.endswith(".SCB") for k in text_encoder.state_dict()), "of 12")
+    try:
+        with onload_offloaded_weights(text_encoder):
+            state = text_encoder.state_dict()
+            print("onloaded state_dict: equal", sum(k in state and state[k].device.type != "meta" and torch.equal(state[k], v) for k, v in expected_state.items()), "of", len(expected_state))
+            text_encoder.save_pretrained({str(tmp_path / "saved")!r})
+        saved = CLIPTextModel.from_pretrained({str(tmp_path / "saved")!r})
+        with torch.no_grad():
+            print("saved: max abs diff", (saved(ids)[0] - expected).abs().max().item())
+            print("offloaded again:", text_encoder.embeddings.token_embedding.weight.device.type, (text_encoder(ids)[0] - expected).abs().max().item())
+    except Exception as e:
+        print("error", type(e).__name__, str(e).splitlines()[0])
+    """
+    upstream = python(code, patched=False)
+    assert upstream.returncode == 0, upstream.stderr
+    assert upstream.stdout.splitlines() == [
+        "plain state_dict: SCB 0 of 12",
+        "onloaded state_dict: equal 0 of 60",
+        "error NotImplementedError Cannot copy out of meta tensor; no data!",
+    ]
+
+    patched = python(code)
+    assert patched.returncode == 0, patched.stderr
+    assert patched.stdout.splitlines() == [
+        "plain state_dict: SCB 0 of 12",
+        "onloaded state_dict: equal 60 of 60",
+        "saved: max abs diff 0.0",
+        "offloaded again: meta 0.0",
+    ]
