@@ -13,6 +13,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -119,6 +120,17 @@ def _case_single_file(size):
     return _measure(lambda: FluxTransformer2DModel.from_single_file(str(checkpoint), config=str(directory)))
 
 
+def _case_save_pipeline(size):
+    from .tiny_pipelines import load_tiny_sd_pipeline
+
+    return _measure_save(load_tiny_sd_pipeline(pipeline_fixture(size)))
+
+
+def _measure_save(pipe):
+    with tempfile.TemporaryDirectory() as directory:
+        return _measure(lambda: pipe.save_pretrained(directory) or pipe)
+
+
 def _patched():
     return os.environ.get("DIFFUSERS_PATCHED") != "0"
 
@@ -154,6 +166,19 @@ def _case_offloaded_4bit_forward(size):
             pipe.text_encoder(input_ids)
     parameters = sum(p.numel() for p in pipe.text_encoder.parameters())
     return {"seconds": (time.perf_counter() - start) / 5, "parameters": parameters}
+
+
+def _case_save_offloaded_pipeline(size):
+    import torch
+    from accelerate import cpu_offload
+
+    from .tiny_pipelines import load_tiny_sd_pipeline
+
+    pipe = load_tiny_sd_pipeline(pipeline_fixture(size))
+    if _patched():
+        for model in _modules(pipe):
+            cpu_offload(model, torch.device("cpu"))
+    return _measure_save(pipe)
 
 
 def _case_single_file_missing_keys(size):
@@ -204,6 +229,7 @@ CASES = {
     "import diffusers + pipeline class": (_case_import, [None]),
     "from_pretrained (saved pipeline)": (_case_load_pipeline, list(PIPELINE_SIZES)),
     "from_single_file (nothing missing)": (_case_single_file, list(FLUX_SIZES)),
+    "save_pretrained (nothing offloaded)": (_case_save_pipeline, list(PIPELINE_SIZES)),
     "nf4 text encoder forward: sequential offload (patched) vs model offload (upstream)": (
         _case_offloaded_4bit_forward,
         list(TEXT_ENCODER_SIZES),
@@ -211,6 +237,10 @@ CASES = {
     "Wan from_single_file: missing keys (patched) vs matching config (upstream)": (
         _case_single_file_missing_keys,
         list(WAN_LAYERS),
+    ),
+    "save_pretrained: offloaded by accelerate's hooks (patched) vs not offloaded (upstream)": (
+        _case_save_offloaded_pipeline,
+        list(PIPELINE_SIZES),
     ),
     'device_map="balanced" planning, nf4 text encoder, GPU 0 budget (no weights loaded)': (
         _case_device_map_planning,

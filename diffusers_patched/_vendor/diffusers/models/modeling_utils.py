@@ -254,7 +254,8 @@ def onload_offloaded_weights(model: torch.nn.Module):
             from accelerate.utils import align_module_device, has_offloaded_params
 
             for module in model.modules():
-                if has_offloaded_params(module):
+                # Checking for a hook first keeps this cheap: `has_offloaded_params` imports on every call.
+                if hasattr(module, "_hf_hook") and has_offloaded_params(module):
                     stack.enter_context(align_module_device(module, torch.device("cpu")))
         yield
 
