@@ -256,6 +256,7 @@ def onload_offloaded_weights(model: torch.nn.Module):
             for module in model.modules():
                 # Checking for a hook first keeps this cheap: `has_offloaded_params` imports on every call.
                 if hasattr(module, "_hf_hook") and has_offloaded_params(module):
+                    # Not the string "cpu", with which accelerate sends bitsandbytes 8-bit weights through `.to(0)`.
                     stack.enter_context(align_module_device(module, torch.device("cpu")))
         yield
 
