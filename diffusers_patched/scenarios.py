@@ -315,7 +315,8 @@ def save_offloaded_pipeline(workdir):
         pipe = load_tiny_sd_pipeline(path, quantization_config=config)
         if make_bnb_offload_safe:
             make_bnb_offload_safe(pipe.text_encoder)
-        # What enable_sequential_cpu_offload() does on a GPU machine.
+        # The hooks enable_sequential_cpu_offload() attaches, attached directly: upstream's own call fails earlier on
+        # a CPU-only machine (patch 0002), and this scenario is about saving.
         for model in (pipe.text_encoder, pipe.unet, pipe.vae):
             cpu_offload(model, torch.device("cpu"))
         _encode(pipe.text_encoder)
