@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,6 +138,16 @@ def _diffs(text_encoder, expected, passes=3):
     return [round((_encode(text_encoder) - expected).abs().max().item(), 6) for _ in range(passes)]
 
 
+def _state_dict_copy(model):
+    return {name: tensor.clone() for name, tensor in model.state_dict().items()}
+
+
+def _equal_tensors(state_dict, expected):
+    import torch
+
+    return sum(name in state_dict and torch.equal(state_dict[name], tensor) for name, tensor in expected.items())
+
+
 def _meta_statistics(model):
     """Names of 4-bit quantization statistics that are on the meta device."""
     names = []
@@ -195,8 +206,6 @@ def sequential_cpu_offload_on_cpu(workdir):
     summary="nf4 double-quant text encoder under enable_sequential_cpu_offload(device='cpu'), 3 passes + state_dict",
 )
 def bnb_4bit_sequential_cpu_offload(workdir):
-    import torch
-
     path = save_tiny_sd_pipeline(workdir / "pipe")
     config = bnb_text_encoder_config("nf4", double_quant=True)
     reference = load_tiny_sd_pipeline(path, quantization_config=config).text_encoder
@@ -206,11 +215,10 @@ def bnb_4bit_sequential_cpu_offload(workdir):
     pipe.enable_sequential_cpu_offload(device="cpu")
     diffs = _diffs(pipe.text_encoder, expected)
     state = pipe.text_encoder.state_dict()  # raises "Tensor.item() cannot be called on meta tensors" upstream
-    statistics = [k for k in expected_state if ".weight." in k]
-    equal = sum(torch.equal(state[k], expected_state[k]) for k in statistics)
+    expected_statistics = {k: v for k, v in expected_state.items() if ".weight." in k}
     return (
         f"max abs diff per pass {diffs}; {len(_meta_statistics(pipe.text_encoder))} statistics on meta; "
-        f"{equal}/{len(statistics)} state_dict statistics equal"
+        f"{_equal_tensors(state, expected_statistics)}/{len(expected_statistics)} state_dict statistics equal"
     )
 
 
@@ -282,16 +290,6 @@ def bnb_8bit_sequential_offload_and_lora(workdir):
         f"max abs diff per pass {diffs}; with the LoRA loaded while offloaded "
         f"{_diffs(pipe.text_encoder, expected_with_lora)}"
     )
-
-
-def _state_dict_copy(model):
-    return {name: tensor.clone() for name, tensor in model.state_dict().items()}
-
-
-def _equal_tensors(state_dict, expected):
-    import torch
-
-    return sum(name in state_dict and torch.equal(state_dict[name], tensor) for name, tensor in expected.items())
 
 
 @scenario(
@@ -388,7 +386,9 @@ def bnb_4bit_dispatch_cpu_disk_then_peft(workdir):
     return f"make_bnb_offload_safe covered {covered} weights; max abs diff to the un-offloaded adapter model {diffs}"
 
 
-def _count_missing_warnings():
+@contextmanager
+def _missing_keys_warnings():
+    """The missing-keys warnings diffusers logs inside the block (scenarios share one interpreter: detach after)."""
     messages = []
 
     class Handler(logging.Handler):
@@ -396,8 +396,12 @@ def _count_missing_warnings():
             if "not found in the checkpoint" in record.getMessage():
                 messages.append(record.getMessage())
 
-    logging.getLogger("diffusers").addHandler(Handler(logging.WARNING))
-    return messages
+    handler = Handler(logging.WARNING)
+    logging.getLogger("diffusers").addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logging.getLogger("diffusers").removeHandler(handler)
 
 
 def _wan22_typed_as_wan21(workdir, fmt):
@@ -414,13 +418,13 @@ def _wan22_typed_as_wan21(workdir, fmt):
         write_safetensors,
     )
 
-    warnings = _count_missing_warnings()
     state_dict = wan_original_state_dict(build_wan(wan_config("wan2.2-i2v")))
     path = str(workdir / f"wan22_i2v.{fmt}")
     (write_safetensors if fmt == "safetensors" else write_gguf)(state_dict, path)
     config = write_config_dir("WanTransformer3DModel", wan_config("wan2.1-i2v"), str(workdir / "wan21_i2v"))
     kwargs = {"quantization_config": GGUFQuantizationConfig(compute_dtype=torch.float32)} if fmt == "gguf" else {}
-    model = WanTransformer3DModel.from_single_file(path, config=config, local_files_only=True, **kwargs)
+    with _missing_keys_warnings() as warnings:
+        model = WanTransformer3DModel.from_single_file(path, config=config, local_files_only=True, **kwargs)
     count = warnings[0].split(": ", 1)[1].split(" keys")[0] if warnings else "0"
     return (
         f"loaded, {len(meta_tensors(model))} meta tensors left; {count} missing keys zero-initialized, "

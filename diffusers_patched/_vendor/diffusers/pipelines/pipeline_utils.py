@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import types
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Union, get_args, get_origin, get_type_hints
@@ -376,7 +377,9 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
                 save_kwargs["save_peft_format"] = False
 
             # Components offloaded with `enable_sequential_cpu_offload()` only hold meta placeholders for their weights.
-            with onload_offloaded_weights(sub_model):
+            # `ModelMixin.save_pretrained` onloads them itself; other models, e.g. transformers', are onloaded here.
+            onload = nullcontext() if isinstance(sub_model, ModelMixin) else onload_offloaded_weights(sub_model)
+            with onload:
                 save_method(os.path.join(save_directory, pipeline_component_name), **save_kwargs)
 
         # finally save the config
