@@ -7,15 +7,15 @@ PYTHON := $(VENV)/bin/python
 endif
 STAMP := $(dir $(PYTHON)).diffusers-patched-deps
 OUT ?= dist/patches
-CLI = $(PYTHON) -m diffusers_patched
+CLI = $(PYTHON) -m tools.cli
 
 .PHONY: install demo test check-patches vendor export-patches edit refresh rebase rebase-continue bench lint
 
 $(PYTHON):
 	python3 -m venv $(VENV)
 
-$(STAMP): setup.py constraints.txt | $(PYTHON)
-	$(PYTHON) -m pip install --quiet --upgrade "pip>=24" "setuptools>=70" wheel
+$(STAMP): pyproject.toml constraints.txt | $(PYTHON)
+	$(PYTHON) -m pip install --quiet --upgrade "pip>=24" "setuptools>=77" wheel
 	$(PYTHON) -m pip install --quiet -c constraints.txt ".[dev]"
 	touch $(STAMP)
 
@@ -24,39 +24,37 @@ install: $(STAMP)
 	$(PYTHON) -m pip install --quiet --no-deps --no-build-isolation --force-reinstall .
 
 demo: install
-	$(PYTHON) -m diffusers_patched.demo
+	$(PYTHON) -m tools.demo
 
 test: install check-patches lint
 	$(PYTHON) -m pytest tests
 
-# Our own code follows upstream diffusers' ruff rules.
-RUFF_RULES = --line-length 119 --select C,E,F,I,W --ignore C901,E501 \
-	--config lint.isort.lines-after-imports=2 --config 'lint.isort.known-first-party=["diffusers_patched"]'
-lint: install
-	$(PYTHON) -m ruff check $(RUFF_RULES) diffusers_patched tests setup.py --exclude diffusers_patched/_vendor
-	$(PYTHON) -m ruff format --line-length 119 --check diffusers_patched tests setup.py --exclude diffusers_patched/_vendor
+# Our own code follows upstream diffusers' ruff rules (pyproject.toml); no need to reinstall the package for it.
+lint: $(STAMP)
+	$(PYTHON) -m ruff check diffusers_patched tools tests setup.py
+	$(PYTHON) -m ruff format --check diffusers_patched tools tests setup.py
 
-check-patches: install
+check-patches: $(STAMP)
 	$(CLI) check
 
-vendor: install
+vendor: $(STAMP)
 	$(CLI) vendor
 
-export-patches: install
+export-patches: $(STAMP)
 	$(CLI) export --out $(OUT)
 
-edit: install
+edit: $(STAMP)
 	$(CLI) edit
 
-refresh: install
+refresh: $(STAMP)
 	$(CLI) refresh
 
-rebase: install
+rebase: $(STAMP)
 	@test -n "$(UPSTREAM)" || { echo "usage: make rebase UPSTREAM=X.Y.Z" >&2; exit 2; }
 	$(CLI) rebase $(UPSTREAM)
 
 bench: install
-	$(PYTHON) -m diffusers_patched.bench --out build/bench.md
+	$(PYTHON) -m tools.bench --out build/bench.md
 
-rebase-continue: install
+rebase-continue: $(STAMP)
 	$(CLI) rebase-continue

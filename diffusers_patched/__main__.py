@@ -1,4 +1,4 @@
-from .cli import main
+from .status import main
 
 
 main()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from diffusers_patched.scenarios import SCENARIOS, run_scenarios
+from tests.support.scenarios import SCENARIOS, run_scenarios
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -68,7 +68,7 @@ _INSPECT = f"""
     import sys
     import diffusers.pipelines.pipeline_utils as pipeline_utils
     import {VENDORED} as m
-    from diffusers_patched.cli import status_report
+    from diffusers_patched.status import status_report
 
     report = {{
         "file": m.__file__,
@@ -251,7 +251,7 @@ def mismatched_processes(shadows, tmp_path_factory):
     """For each shadowing copy: the run that imports the patched module and reports what it got, and status."""
     code = f"""
         import {VENDORED} as m
-        from diffusers_patched.cli import status_report
+        from diffusers_patched.status import status_report
 
         report = {{"file": m.__file__, "status": status_report()}}
         {REPORT}
@@ -323,7 +323,7 @@ _LATE_IMPORT = f"""
     assert "diffusers_patched" not in sys.modules
     import {VENDORED} as m
     import diffusers_patched
-    from diffusers_patched.cli import status_report
+    from diffusers_patched.status import status_report
 
     report = {{"file": m.__file__, "finders": [type(f).__module__ for f in sys.meta_path], "status": status_report()}}
     {REPORT}

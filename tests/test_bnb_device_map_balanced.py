@@ -16,7 +16,7 @@ from conftest import run_python
 
 PLANS = """
 import json, sys
-from diffusers_patched.tiny_pipelines import bnb_text_encoder_config, count_weight_reads, plan_with_budget
+from tests.support.tiny_pipelines import bnb_text_encoder_config, count_weight_reads, plan_with_budget
 reads = count_weight_reads()
 plans = {{}}
 for gpu, cpu in {budgets}:
@@ -39,8 +39,8 @@ BUDGETS = [
 def pipeline_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("pipe")
     code = f"""
-    from diffusers_patched.scenarios import DEVICE_MAP_TEXT_ENCODER
-    from diffusers_patched.tiny_pipelines import save_tiny_sd_pipeline
+    from tests.support.scenarios import DEVICE_MAP_TEXT_ENCODER
+    from tests.support.tiny_pipelines import save_tiny_sd_pipeline
 
     save_tiny_sd_pipeline({str(path)!r}, text_encoder_kwargs=DEVICE_MAP_TEXT_ENCODER)
     """
@@ -93,7 +93,7 @@ def test_planning_reads_no_weights(plans):
 
 PLACEMENT = """
 import json, torch
-from diffusers_patched.tiny_pipelines import bnb_text_encoder_config, fixed_text_input, load_tiny_sd_pipeline, load_with_plan, run_pipeline
+from tests.support.tiny_pipelines import bnb_text_encoder_config, fixed_text_input, load_tiny_sd_pipeline, load_with_plan, run_pipeline
 config = dict(kind={kind!r}, double_quant={double_quant!r})
 reference = load_tiny_sd_pipeline({path!r}, quantization_config=bnb_text_encoder_config(**config))
 pipe = load_with_plan({path!r}, {{"text_encoder": "cpu"}}, quantization_config=bnb_text_encoder_config(**config))

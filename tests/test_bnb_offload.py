@@ -63,7 +63,7 @@ def test_flow_fails_upstream_and_matches_the_unoffloaded_reference_patched(
 CPU_OFFLOAD = """
 import torch
 from accelerate import cpu_offload
-from diffusers_patched.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
+from tests.support.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
 
 path = save_tiny_sd_pipeline({path!r})
 ids = torch.tensor([[0, 5, 17, 99, 250, 2, 1, 1]])
@@ -116,7 +116,7 @@ def test_offloading_a_4bit_model_whose_statistics_are_already_lost_is_refused_cl
     import torch
     from accelerate import cpu_offload
     from diffusers_patched import make_bnb_offload_safe
-    from diffusers_patched.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
+    from tests.support.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
 
     path = save_tiny_sd_pipeline({str(tmp_path / "pipe")!r})
     pipe = load_tiny_sd_pipeline(path, quantization_config=bnb_text_encoder_config("nf4", double_quant=True))
@@ -135,7 +135,7 @@ def test_offloaded_8bit_text_encoder_state_dict_and_save_hold_real_weights_and_s
     import torch
     from accelerate import cpu_offload
     from transformers import CLIPTextModel
-    from diffusers_patched.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
+    from tests.support.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
 
     try:
         from diffusers.models.modeling_utils import onload_offloaded_weights

@@ -65,7 +65,7 @@ def test_bnb_text_encoder_under_a_device_map_is_loaded_with_low_cpu_mem_usage_fa
 def test_the_low_cpu_mem_usage_choice_is_logged_at_info_level(python, tmp_path):
     code = f"""
     from diffusers.utils import logging
-    from diffusers_patched.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
+    from tests.support.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
 
     logging.set_verbosity_info()
     path = save_tiny_sd_pipeline({str(tmp_path)!r})

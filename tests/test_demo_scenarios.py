@@ -2,7 +2,7 @@
 
 import pytest
 
-from diffusers_patched.scenarios import SCENARIOS
+from tests.support.scenarios import SCENARIOS
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 from conftest import REPO_ROOT
 
-from diffusers_patched.series import Project
+from tools.series import Project
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT
 
-from diffusers_patched import series
+from tools import series
 
 
 def run_git(repo, *args):
@@ -191,7 +191,7 @@ def test_check_passes_on_the_committed_series(project):
 
 def test_cli_check_reports_success_and_exit_code_zero(project):
     result = subprocess.run(
-        [sys.executable, "-m", "diffusers_patched", "check", "--root", str(project.root)],
+        [sys.executable, "-m", "tools.cli", "check", "--root", str(project.root)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -232,11 +232,12 @@ def test_exported_patches_git_am_onto_the_pristine_sdist_giving_the_vendored_fil
     for path in paths:
         run_git(fresh, "am", "--quiet", str(path))
     assert run_git(fresh, "rev-list", "--count", "HEAD").strip() == str(1 + len(SERIES))
-    vendored = vendor_tree(REPO_ROOT)
+    vendored = {path: content for path, content in vendor_tree(REPO_ROOT).items() if path.startswith("diffusers/")}
     changed = run_git(fresh, "diff", "--name-only", "HEAD~" + str(len(SERIES)), "HEAD", "--", "src/").split()
-    assert {path[len("src/") :] for path in changed if path.endswith(".py")} == set(vendored) - {"__init__.py"}
-    for path in set(vendored) - {"__init__.py"}:
+    assert {path[len("src/") :] for path in changed if path.endswith(".py")} == set(vendored)
+    for path in vendored:
         assert (fresh / "src" / path).read_bytes() == vendored[path], path
+    assert vendor_tree(REPO_ROOT)["LICENSE"] == (fresh / "LICENSE").read_bytes()
 
 
 def test_vendor_regenerates_the_identical_tree(project):
@@ -360,7 +361,7 @@ def test_cli_check_fails_with_exit_code_and_message_on_hand_edited_vendored_file
     vendored = project.vendor_dir / VENDORED_FILE
     vendored.write_text(vendored.read_text() + "# edited by hand\n")
     result = subprocess.run(
-        [sys.executable, "-m", "diffusers_patched", "check", "--root", str(project.root)],
+        [sys.executable, "-m", "tools.cli", "check", "--root", str(project.root)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -457,7 +458,7 @@ def test_rebase_drops_a_patch_applied_upstream(first_patch_project):
 def test_cli_rebase_reports_the_dropped_patch(first_patch_project):
     project = first_patch_project
     result = subprocess.run(
-        [sys.executable, "-m", "diffusers_patched", "rebase", "0.42.4", "--root", str(project.root)],
+        [sys.executable, "-m", "tools.cli", "rebase", "0.42.4", "--root", str(project.root)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

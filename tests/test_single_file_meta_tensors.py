@@ -13,7 +13,7 @@ import pytest
 PRELUDE = """
 import json, logging, os, sys
 import torch
-from diffusers_patched.tiny_checkpoints import *
+from tests.support.tiny_checkpoints import *
 from diffusers import GGUFQuantizationConfig, QwenImageTransformer2DModel, WanTransformer3DModel
 
 class Warnings(logging.Handler):

@@ -315,7 +315,22 @@ def build_vendor(project, repo, entries):
     patches = [{"file": name, **parse_patch_header((project.patches_dir / name).read_text())} for name in entries]
     tree = dict(files)
     tree["__init__.py"] = render_manifest(base, files, patches).encode()
+    # Apache-2.0 section 4: ship upstream's license, and say which files were changed and how.
+    tree["LICENSE"] = (repo / "LICENSE").read_bytes()
+    tree["NOTICE"] = render_notice(base, files, patches).encode()
     return tree
+
+
+def render_notice(base, files, patches):
+    return (
+        f"The Python files in this directory are from {UPSTREAM} {base['version']} (https://github.com/huggingface/"
+        f"{UPSTREAM}),\nCopyright The HuggingFace Team, licensed under the Apache License 2.0 (LICENSE here).\n\n"
+        "diffusers-patched modified them with these patches, in this order (their text is in patches/ of the "
+        "diffusers-patched\nsource distribution and repository):\n"
+        + "".join(f"  {patch['file']}: {patch['subject']}\n" for patch in patches)
+        + "\nModified files:\n"
+        + "".join(f"  {path}\n" for path in sorted(files))
+    )
 
 
 def current_vendor(project):

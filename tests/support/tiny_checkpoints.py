@@ -271,19 +271,6 @@ def write_gguf(state_dict, path, arch="wan", quantize_min_params=1024):
     return path
 
 
-def gguf_dequantized_state_dict(path):
-    """What a GGUF checkpoint holds, dequantized to float32 (the reference for "within quantization error")."""
-    import gguf
-    import torch
-
-    reader = gguf.GGUFReader(path)
-    out = {}
-    for tensor in reader.tensors:
-        data = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
-        out[tensor.name] = torch.from_numpy(data.copy()).float()
-    return out
-
-
 def truncate_file(path, keep_fraction=0.5):
     size = os.path.getsize(path)
     with open(path, "r+b") as f:

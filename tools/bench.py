@@ -20,6 +20,8 @@ from pathlib import Path
 from .series import cache_dir
 
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
 # name -> (Flux transformer width in attention heads of 64, double blocks, single blocks)
 FLUX_SIZES = {"tiny": (1, 1, 1), "small": (4, 2, 4), "medium": (12, 4, 8)}
 # name -> UNet block_out_channels of the tiny Stable Diffusion pipeline
@@ -64,7 +66,7 @@ def single_file_fixture(size):
 
 
 def pipeline_fixture(size):
-    from .tiny_pipelines import save_tiny_sd_pipeline
+    from tests.support.tiny_pipelines import save_tiny_sd_pipeline
 
     directory = fixture_dir() / f"sd-pipeline-{size}"
     if not (directory / "model_index.json").exists():
@@ -108,7 +110,7 @@ def _case_import():
 
 
 def _case_load_pipeline(size):
-    from .tiny_pipelines import load_tiny_sd_pipeline
+    from tests.support.tiny_pipelines import load_tiny_sd_pipeline
 
     return _measure(lambda: load_tiny_sd_pipeline(pipeline_fixture(size)))
 
@@ -121,7 +123,7 @@ def _case_single_file(size):
 
 
 def _case_save_pipeline(size):
-    from .tiny_pipelines import load_tiny_sd_pipeline
+    from tests.support.tiny_pipelines import load_tiny_sd_pipeline
 
     return _measure_save(load_tiny_sd_pipeline(pipeline_fixture(size)))
 
@@ -151,7 +153,12 @@ WAN_LAYERS = {"tiny": 2, "small": 8, "medium": 32}
 def _case_offloaded_4bit_forward(size):
     import torch
 
-    from .tiny_pipelines import bnb_text_encoder_config, fixed_text_input, load_tiny_sd_pipeline, save_tiny_sd_pipeline
+    from tests.support.tiny_pipelines import (
+        bnb_text_encoder_config,
+        fixed_text_input,
+        load_tiny_sd_pipeline,
+        save_tiny_sd_pipeline,
+    )
 
     hidden_size, intermediate_size, layers = TEXT_ENCODER_SIZES[size]
     path = fixture_dir() / f"sd-text-encoder-{size}"
@@ -177,7 +184,7 @@ def _case_save_offloaded_pipeline(size):
     import torch
     from accelerate import cpu_offload
 
-    from .tiny_pipelines import load_tiny_sd_pipeline
+    from tests.support.tiny_pipelines import load_tiny_sd_pipeline
 
     pipe = load_tiny_sd_pipeline(pipeline_fixture(size))
     if _patched():
@@ -189,7 +196,13 @@ def _case_save_offloaded_pipeline(size):
 def _case_single_file_missing_keys(size):
     from diffusers import WanTransformer3DModel
 
-    from .tiny_checkpoints import build_wan, wan_config, wan_original_state_dict, write_config_dir, write_safetensors
+    from tests.support.tiny_checkpoints import (
+        build_wan,
+        wan_config,
+        wan_original_state_dict,
+        write_config_dir,
+        write_safetensors,
+    )
 
     directory = fixture_dir() / f"wan22-i2v-{size}"
     checkpoint = directory / "wan.safetensors"
@@ -208,8 +221,8 @@ def _case_single_file_missing_keys(size):
 
 
 def _case_device_map_planning(size):
-    from .scenarios import DEVICE_MAP_TEXT_ENCODER, GPU_BUDGET_FITS_ONLY_QUANTIZED
-    from .tiny_pipelines import (
+    from tests.support.scenarios import DEVICE_MAP_TEXT_ENCODER, GPU_BUDGET_FITS_ONLY_QUANTIZED
+    from tests.support.tiny_pipelines import (
         bnb_text_encoder_config,
         load_tiny_sd_pipeline,
         loaded_size,
@@ -265,7 +278,7 @@ def _child(case, size):
 def _run(args, patched):
     env = {**os.environ, "DIFFUSERS_PATCHED": "1" if patched else "0", "HF_HUB_OFFLINE": "1"}
     start = time.perf_counter()
-    process = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True)
+    process = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if process.returncode != 0:
         raise RuntimeError(f"benchmark run {args} failed:\n{process.stderr[-3000:]}")
@@ -328,8 +341,8 @@ def main(argv=None):
     for number, (case, size) in enumerate(jobs, 2):
         print(f"[{number}/{len(jobs) + 1}] {case} {size or ''}", file=sys.stderr, flush=True)
         if size is not None:
-            _run(["-m", "diffusers_patched.bench", "--child", case, str(size)], patched=False)  # builds the fixture
-        upstream, patched = _interleaved(["-m", "diffusers_patched.bench", "--child", case, str(size)], args.repeats)
+            _run(["-m", "tools.bench", "--child", case, str(size)], patched=False)  # builds the fixture
+        upstream, patched = _interleaved(["-m", "tools.bench", "--child", case, str(size)], args.repeats)
         up_cell, up = _cell([r["seconds"] for r in upstream], "s", 3)
         pa_cell, pa = _cell([r["seconds"] for r in patched], "s", 3)
         up_rss = statistics.median(r["peak_rss_mib"] for r in upstream)

@@ -2,7 +2,7 @@
 
 import sys
 
-from .scenarios import SCENARIOS, run_scenarios
+from tests.support.scenarios import SCENARIOS, run_scenarios
 
 
 def _cell(outcome, width=70):

@@ -27,6 +27,7 @@ from .tiny_pipelines import (
 
 
 SCENARIOS = {}
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -60,7 +61,8 @@ def run_scenarios(names, patched):
     env = {**os.environ, "DIFFUSERS_PATCHED": "1" if patched else "0", "HF_HUB_OFFLINE": "1"}
     with tempfile.TemporaryDirectory() as workdir:
         process = subprocess.run(
-            [sys.executable, "-m", "diffusers_patched.scenarios", workdir, *names],
+            [sys.executable, "-m", "tests.support.scenarios", workdir, *names],
+            cwd=REPO_ROOT,
             env=env,
             capture_output=True,
             text=True,

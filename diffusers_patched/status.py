@@ -1,0 +1,53 @@
+"""`diffusers-patched status` / `python -m diffusers_patched status`: what diffusers-patched does in this process."""
+
+import argparse
+import sys
+
+from . import _vendor, activation
+
+
+def status_report():
+    """What diffusers-patched does in this process: upstream version, activation, patches, vendored modules."""
+    try:
+        import diffusers
+    except ImportError as e:
+        diffusers = None
+        installed = f"not importable ({e})"
+    else:
+        # The diffusers this process runs (which the guards check), not necessarily the one pip recorded.
+        installed = getattr(diffusers, "__version__", "unknown")
+    match = "matches" if installed == _vendor.UPSTREAM_VERSION else "does NOT match"
+    # Guards run at the first patched import; run them here too so that status tells before that happens.
+    problems = activation.state.problems if activation.state.guards_passed is not None else []
+    if diffusers is not None and activation.state.guards_passed is None:
+        problems = activation.upstream_problems()
+    lines = [
+        f"upstream diffusers: {installed} ({match} the series base {_vendor.UPSTREAM_VERSION})",
+        f"activation: {activation.state.reason}",
+        f"guards: {'FAIL, patched modules will be served from upstream' if problems else 'pass'}",
+    ]
+    lines.extend(f"  problem: {problem}" for problem in problems)
+    lines.append("patches:")
+    for patch in _vendor.PATCHES:
+        upstream = f"Fixes {patch['fixes']}" if patch["fixes"] else "no upstream issue"
+        applied = f", applied upstream: {patch['applied_upstream']}" if patch["applied_upstream"] else ""
+        lines.append(f"  {patch['file']}: {patch['subject']} [{upstream}; forwarded: {patch['forwarded']}{applied}]")
+    lines.append("vendored modules:")
+    for name in sorted(_vendor.MODULES):
+        module = sys.modules.get(name)
+        if module is None:
+            loaded = "not loaded"
+        elif getattr(module, "__file__", None) == activation.vendored_path(name):
+            loaded = "loaded, patched"
+        else:
+            loaded = "loaded, UPSTREAM"
+        lines.append(f"  {name}: {loaded}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="diffusers-patched", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("status", help="upstream version, activation state, patches and vendored modules")
+    parser.parse_args(argv)
+    print(status_report())

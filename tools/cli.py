@@ -1,0 +1,69 @@
+"""`python -m tools.cli COMMAND`: the series tooling for maintainers (the Makefile's series targets call it)."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import series
+
+
+COMMANDS = {
+    "vendor": "regenerate diffusers_patched/_vendor from pristine upstream + patches/series",
+    "check": "lint the series, apply it exactly, require vendored tree and patches to be up to date",
+    "export": "write the series as upstream-ready mbox patches",
+    "edit": "make build/series: pristine + series as git commits to change",
+    "refresh": "rewrite patches and vendored tree from the commits in build/series",
+    "rebase": "replay the series onto another upstream release with a 3-way merge",
+    "rebase-continue": "continue a rebase after resolving its conflicts",
+}
+
+
+def run(args):
+    project = series.Project(args.root)
+    if args.command == "vendor":
+        entries = series.vendor(project)
+        return f"vendored tree regenerated from {len(entries)} patch(es)"
+    if args.command == "check":
+        entries = series.check(project)
+        return f"series OK: {len(entries)} patch(es) apply exactly, vendored tree and patch files are up to date"
+    if args.command == "export":
+        paths = series.export_patches(project, args.out)
+        return "\n".join(str(path) for path in paths)
+    if args.command == "edit":
+        series.edit(project)
+        return (
+            f"{project.work_dir} holds pristine + series as commits. Commit your change there (a new commit for a "
+            "new patch, `git commit --fixup` + `git rebase -i --autosquash pristine` for an existing one), then run "
+            "`make refresh`."
+        )
+    if args.command == "refresh":
+        names = series.refresh(project)
+        return "patches, base record and vendored tree rewritten: " + ", ".join(names)
+    if args.command == "rebase":
+        names, dropped = series.rebase(project, args.version)
+    else:
+        names, dropped = series.rebase_continue(project)
+    report = [f"series rebased onto diffusers {project.read_base()['version']}: " + ", ".join(names)]
+    report.extend(f"{name}: applied upstream, dropped from the series" for name in dropped)
+    return "\n".join(report)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tools.cli", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in COMMANDS.items():
+        command = commands.add_parser(name, help=help_text)
+        command.add_argument("--root", type=Path, default=Path.cwd(), help="diffusers-patched checkout")
+        if name == "export":
+            command.add_argument("--out", type=Path, required=True)
+        if name == "rebase":
+            command.add_argument("version")
+    args = parser.parse_args(argv)
+    try:
+        print(run(args))
+    except series.SeriesError as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()
