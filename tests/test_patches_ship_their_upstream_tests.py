@@ -1,18 +1,20 @@
 """Every patch carries the upstream-style test it is submitted with; those tests pass patched and fail upstream."""
 
 import re
+import shutil
 import subprocess
 
 import pytest
 from conftest import REPO_ROOT
 
-from tools.series import Project
+from tools.series import Project, pristine_repo
 
 
 @pytest.fixture(scope="module")
 def upstream_tests(tmp_path_factory):
-    """{patch: [test file]}, written out on their own (they are new files, so they apply to an empty tree)."""
+    """{patch: [test file]}, written out beside upstream's tests/testing_utils.py, as in upstream's repository."""
     project = Project(REPO_ROOT)
+    base = project.read_base()
     directory = tmp_path_factory.mktemp("upstream-tests")
     subprocess.run(["git", "init", "--quiet", str(directory)], check=True)
     tests = {}
@@ -20,6 +22,14 @@ def upstream_tests(tmp_path_factory):
         patch = project.patches_dir / name
         tests[name] = re.findall(r"^\+\+\+ b/(tests/\S+\.py)$", patch.read_text(), re.MULTILINE)
         subprocess.run(["git", "-C", str(directory), "apply", "--include=tests/*", str(patch)], check=True)
+    shutil.copyfile(
+        pristine_repo(base["version"], base["sdist_sha256"]) / "tests" / "testing_utils.py",
+        directory / "tests" / "testing_utils.py",
+    )
+    # Upstream's test directories are packages (`from ..testing_utils import ...`); the sdist leaves their
+    # `__init__.py` files out.
+    for package in [directory / "tests", *(path for path in (directory / "tests").rglob("*") if path.is_dir())]:
+        (package / "__init__.py").touch()
     return directory, tests
 
 

@@ -264,10 +264,6 @@ def _get_single_file_loadable_mapping_class(cls):
     return None
 
 
-def _is_strict_load_enabled():
-    return os.getenv("DIFFUSERS_PATCHED_STRICT_LOAD", "").upper() in ENV_VARS_TRUE_VALUES
-
-
 def _get_mapping_function_kwargs(mapping_fn, **kwargs):
     parameters = inspect.signature(mapping_fn).parameters
 
@@ -337,6 +333,9 @@ class FromOriginalModelMixin:
             disable_mmap ('bool', *optional*, defaults to 'False'):
                 Whether to disable mmap when loading a Safetensors model. This option can perform better when the model
                 is on a network mount or hard drive, which may not handle the seeky-ness of mmap very well.
+            strict (`bool`, *optional*, defaults to `False`):
+                Whether to raise an error when the checkpoint lacks weights the model expects, instead of initializing
+                them (with zeros when `low_cpu_mem_usage=True`) and warning about them.
             kwargs (remaining dictionary of keyword arguments, *optional*):
                 Can be used to overwrite load and saveable variables (for example the pipeline components of the
                 specific pipeline class). The overwritten components are directly passed to the pipelines `__init__`
@@ -388,6 +387,8 @@ class FromOriginalModelMixin:
         low_cpu_mem_usage = kwargs.pop("low_cpu_mem_usage", _LOW_CPU_MEM_USAGE_DEFAULT)
         device = kwargs.pop("device", None)
         disable_mmap = kwargs.pop("disable_mmap", False)
+        # diffusers-patched: DIFFUSERS_PATCHED_STRICT_LOAD=1 makes strict loading the default of a deployment.
+        strict = kwargs.pop("strict", os.getenv("DIFFUSERS_PATCHED_STRICT_LOAD", "").upper() in ENV_VARS_TRUE_VALUES)
         device_map = kwargs.pop("device_map", None)
 
         user_agent = {
@@ -588,12 +589,12 @@ class FromOriginalModelMixin:
             if isinstance(pretrained_model_link_or_path_or_dict, dict)
             else pretrained_model_link_or_path_or_dict
         )
-        if len(missing_keys) > 0 and _is_strict_load_enabled():
+        if len(missing_keys) > 0 and strict:
             raise ValueError(
                 f"Cannot load {cls.__name__} from {checkpoint_name} because the following keys are missing: \n"
                 f" {_summarize_keys(missing_keys)}. \n Please make sure to pass the `config` (and `subfolder`) of the"
-                " model the checkpoint belongs to, or unset `DIFFUSERS_PATCHED_STRICT_LOAD` to load it with these"
-                " weights initialized with zeros."
+                " model the checkpoint belongs to, or pass `strict=False` to load it with these weights"
+                " initialized with zeros."
             )
 
         zero_initialized_keys = []
@@ -625,7 +626,7 @@ class FromOriginalModelMixin:
                 f" {_summarize_keys(missing_keys)}. {initialization}: the model runs, but does not compute what the"
                 " checkpoint was trained for. This usually means that the config does not match the checkpoint: pass"
                 " the `config` (and `subfolder`) of the model the checkpoint belongs to. Otherwise the conversion of"
-                " this checkpoint misses these keys. Set `DIFFUSERS_PATCHED_STRICT_LOAD=1` to raise an error instead."
+                " this checkpoint misses these keys. Pass `strict=True` to raise an error instead."
             )
 
         if hf_quantizer is not None:

@@ -247,7 +247,23 @@ def onload_offloaded_weights(model: torch.nn.Module):
     Context manager that puts the weights accelerate's offload hooks keep off `model` (sequential CPU offloading, a
     `device_map` with "cpu" or "disk" entries) back on the CPU, so that `model.state_dict()` returns them instead of
     meta placeholders. The hooks offload them again on exit. Models without offloaded weights, and pipeline components
-    that are not models (schedulers, tokenizers), are left untouched.
+    that are not models (schedulers, tokenizers), are left untouched. Needs accelerate >= 1.1.0; with older versions
+    the weights stay where they are.
+
+    Args:
+        model (`torch.nn.Module`):
+            The model whose offloaded weights to onload, for example a transformers text encoder of a pipeline with
+            sequential CPU offloading enabled.
+
+    Example:
+
+    ```py
+    >>> from diffusers.models.modeling_utils import onload_offloaded_weights
+
+    >>> pipe.enable_sequential_cpu_offload()
+    >>> with onload_offloaded_weights(pipe.text_encoder):
+    ...     state_dict = pipe.text_encoder.state_dict()
+    ```
     """
     with ExitStack() as stack:
         if isinstance(model, torch.nn.Module) and is_accelerate_available() and is_accelerate_version(">=", "1.1.0"):
