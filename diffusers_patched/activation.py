@@ -67,9 +67,20 @@ def upstream_path(module_name):
 
 
 def _warn(message):
+    """Warn without ever raising: callers record the problem in `state` first, for `status`."""
     import warnings  # only when there is something to say: it is not imported at start-up otherwise
 
-    warnings.warn(f"diffusers-patched: {message}", DiffusersPatchedWarning, stacklevel=3)
+    warning = DiffusersPatchedWarning(f"diffusers-patched: {message}")
+    try:
+        warnings.warn(warning, stacklevel=2)
+    except DiffusersPatchedWarning:
+        # An "error" filter (`python -W error`, pytest's `filterwarnings = error`) made it an exception. Raised in
+        # find_spec it would fail only the import that happens to run the guards, and the next one would get
+        # upstream; raised at start-up it would break `import diffusers_patched`. So show it as a plain warning
+        # instead, through showwarning so that logging.captureWarnings and pytest still see it.
+        # DIFFUSERS_PATCHED_STRICT=1 is the way to make a mismatch an error.
+        caller = sys._getframe(1)
+        warnings.showwarning(warning, DiffusersPatchedWarning, caller.f_code.co_filename, caller.f_lineno)
 
 
 def upstream_problems():
@@ -146,7 +157,11 @@ class VendoredModuleFinder:
 
 
 def activate():
-    """Install the finder; idempotent. Errors never escape: they deactivate and are kept for `status`."""
+    """Install the finder; idempotent.
+
+    Never raises and never lets a warning become an exception: a problem deactivates the patches and is
+    kept for `status`.
+    """
     if state.finder is not None:
         return True
     try:
@@ -164,21 +179,18 @@ def activate():
                 f"inactive: {', '.join(imported)} had already been imported from upstream diffusers when "
                 "diffusers_patched was activated"
             )
-            message = (
+            # A warning even with DIFFUSERS_PATCHED_STRICT=1: importing diffusers_patched must not fail, and
+            # strict mode's errors belong to the imports of patched modules.
+            _warn(
                 f"{', '.join(imported)} had already been imported from upstream diffusers, so the patches cannot "
                 "apply in this process, which stays fully upstream. Import diffusers_patched before diffusers, or "
                 "reinstall diffusers-patched so that its .pth file activates it at interpreter start-up."
             )
-            if is_strict():
-                raise ImportError(f"diffusers-patched: {message}")
-            _warn(message)
             return False
         state.finder = VendoredModuleFinder()
         sys.meta_path.insert(0, state.finder)
         state.reason = "active"
         return True
-    except ImportError:
-        raise
     except Exception as e:  # start-up must never break because of us
         state.reason = f"inactive: activation failed with {type(e).__name__}: {e}"
         return False
