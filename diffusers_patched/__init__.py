@@ -6,7 +6,7 @@ turns it off; `python -m diffusers_patched status` says what is in effect. Impor
 never raises: problems become warnings and show in `status`.
 """
 
-from .activation import activate
+from .activation import activate, uninstall  # noqa: F401 (uninstall: public, for tests and embedders)
 
 
 __version__ = "0.42.1.post1"

@@ -27,7 +27,6 @@ class _State:
     """What activation decided in this process, and why; read by `status`."""
 
     def __init__(self):
-        self.finder = None
         self.reason = "not activated yet"
         # None until the first patched module is imported; then whether the guards passed.
         self.guards_passed = None
@@ -157,12 +156,13 @@ class VendoredModuleFinder:
 
 
 def activate():
-    """Install the finder; idempotent.
+    """Install the finder unless it is in `sys.meta_path` already.
 
     Never raises and never lets a warning become an exception: a problem deactivates the patches and is
     kept for `status`.
     """
-    if state.finder is not None:
+    # Keyed on sys.meta_path itself, so that a finder someone removed is put back.
+    if any(isinstance(finder, VendoredModuleFinder) for finder in sys.meta_path):
         return True
     try:
         enabled, problem = _read_flag(ENV_SWITCH, True)
@@ -173,7 +173,12 @@ def activate():
         if not enabled:
             state.reason = f"inactive: switched off by {ENV_SWITCH}=0"
             return False
-        imported = sorted(name for name in _vendor.MODULES if name in sys.modules)
+        # Patched modules imported while an earlier finder was installed (see uninstall) are no obstacle.
+        imported = sorted(
+            name
+            for name in _vendor.MODULES
+            if name in sys.modules and getattr(sys.modules[name], "__file__", None) != vendored_path(name)
+        )
         if imported:
             state.reason = (
                 f"inactive: {', '.join(imported)} had already been imported from upstream diffusers when "
@@ -187,10 +192,19 @@ def activate():
                 "reinstall diffusers-patched so that its .pth file activates it at interpreter start-up."
             )
             return False
-        state.finder = VendoredModuleFinder()
-        sys.meta_path.insert(0, state.finder)
+        sys.meta_path.insert(0, VendoredModuleFinder())
         state.reason = "active"
         return True
     except Exception as e:  # start-up must never break because of us
         state.reason = f"inactive: activation failed with {type(e).__name__}: {e}"
         return False
+
+
+def uninstall():
+    """Remove the finder from `sys.meta_path` and forget what activation decided, so that `activate` starts over.
+
+    For tests and embedders. Modules already imported stay as they are, patched or upstream: only later
+    imports are affected.
+    """
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, VendoredModuleFinder)]
+    state.__init__()

@@ -440,3 +440,50 @@ def test_importing_diffusers_patched_twice_installs_one_finder(python, scratch, 
     result = python(code, **scratch) if site == "with the .pth" else _run_without_site(python, code, **scratch)
     assert _report(result)["finders"].count("VendoredModuleFinder") == 1
     assert result.stderr == ""
+
+
+def test_activate_puts_back_the_finder_removed_from_sys_meta_path(python, scratch):
+    result = python(
+        f"""
+        import sys
+        import diffusers_patched
+        from diffusers_patched.activation import VendoredModuleFinder, state
+
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, VendoredModuleFinder)]
+        report = {{"activated": diffusers_patched.activate(), "finders": [type(f).__name__ for f in sys.meta_path]}}
+        report["reason"] = state.reason
+        {REPORT}
+        """,
+        **scratch,
+    )
+    report = _report(result)
+    assert report["activated"]
+    assert report["finders"].count("VendoredModuleFinder") == 1
+    assert report["reason"] == "active"
+    assert result.stderr == ""
+
+
+def test_uninstall_then_activate_serves_the_patched_modules_again(python, scratch):
+    result = python(
+        f"""
+        import sys
+        import diffusers_patched
+        from diffusers_patched.activation import state
+
+        diffusers_patched.uninstall()
+        report = {{"uninstalled": [type(f).__name__ for f in sys.meta_path], "reason": state.reason}}
+        report["activated"] = diffusers_patched.activate()
+        report["finders"] = [type(f).__name__ for f in sys.meta_path]
+        import {VENDORED} as m
+        report["file"] = m.__file__
+        {REPORT}
+        """,
+        **scratch,
+    )
+    report = _report(result)
+    assert "VendoredModuleFinder" not in report["uninstalled"]
+    assert report["reason"] == "not activated yet"
+    assert report["activated"]
+    assert report["finders"].count("VendoredModuleFinder") == 1
+    assert _same(report["file"], VENDOR_DIR / VENDORED_FILE)
+    assert result.stderr == ""
