@@ -14,6 +14,7 @@ from . import _vendor
 ENV_SWITCH = "DIFFUSERS_PATCHED"
 ENV_STRICT = "DIFFUSERS_PATCHED_STRICT"
 _TRUE_VALUES = {"1", "true", "yes", "on"}
+# diffusers_patched.pth repeats these, to skip importing the package when it is switched off.
 _FALSE_VALUES = {"0", "false", "no", "off"}
 
 VENDOR_DIR = os.path.dirname(os.path.abspath(_vendor.__file__))

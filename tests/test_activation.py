@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import run_python
 
+from diffusers_patched.activation import _FALSE_VALUES
+
 
 UPSTREAM_VERSION = "0.42.1"
 VENDORED = "diffusers.pipelines.pipeline_loading_utils"
@@ -157,6 +159,16 @@ def test_startup_imports_no_torch_diffusers_or_importlib_metadata(python, scratc
     assert "diffusers_patched.activation" in modules, "the .pth did not activate diffusers_patched at start-up"
     heavy = {name for name in modules if name.split(".")[0] in ("torch", "diffusers", "transformers")}
     assert heavy | ({"importlib.metadata"} & modules) == set()
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize("value", [f" {value.upper()} " for value in sorted(_FALSE_VALUES)] + ["off"])
+def test_diffusers_patched_off_leaves_the_package_unimported_at_startup(python, scratch, value):
+    result = python(
+        "import sys; print('diffusers_patched' in sys.modules)", env={"DIFFUSERS_PATCHED": value}, **scratch
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
     assert result.stderr == ""
 
 
