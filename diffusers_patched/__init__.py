@@ -2,10 +2,11 @@
 
 Importing this package (or starting Python with it installed, through its .pth file) makes every
 later import of a patched diffusers module load the vendored, patched copy. `DIFFUSERS_PATCHED=0`
-turns it off; `python -m diffusers_patched status` says what is in effect.
+turns it off, and then the .pth does not even import this package. `python -m diffusers_patched status`
+says what is in effect. Importing this package never raises: problems become warnings and show in `status`.
 """
 
-from .activation import activate
+from .activation import activate, uninstall  # noqa: F401 (uninstall: public, for tests and embedders)
 
 
 __version__ = "0.42.1.post1"

@@ -14,6 +14,7 @@ from . import _vendor
 ENV_SWITCH = "DIFFUSERS_PATCHED"
 ENV_STRICT = "DIFFUSERS_PATCHED_STRICT"
 _TRUE_VALUES = {"1", "true", "yes", "on"}
+# diffusers_patched.pth repeats these, to skip importing the package when it is switched off.
 _FALSE_VALUES = {"0", "false", "no", "off"}
 
 VENDOR_DIR = os.path.dirname(os.path.abspath(_vendor.__file__))
@@ -27,7 +28,6 @@ class _State:
     """What activation decided in this process, and why; read by `status`."""
 
     def __init__(self):
-        self.finder = None
         self.reason = "not activated yet"
         # None until the first patched module is imported; then whether the guards passed.
         self.guards_passed = None
@@ -67,9 +67,20 @@ def upstream_path(module_name):
 
 
 def _warn(message):
+    """Warn without ever raising: callers record the problem in `state` first, for `status`."""
     import warnings  # only when there is something to say: it is not imported at start-up otherwise
 
-    warnings.warn(f"diffusers-patched: {message}", DiffusersPatchedWarning, stacklevel=3)
+    warning = DiffusersPatchedWarning(f"diffusers-patched: {message}")
+    try:
+        warnings.warn(warning, stacklevel=2)
+    except DiffusersPatchedWarning:
+        # An "error" filter (`python -W error`, pytest's `filterwarnings = error`) made it an exception. Raised in
+        # find_spec it would fail only the import that happens to run the guards, and the next one would get
+        # upstream; raised at start-up it would break `import diffusers_patched`. So show it as a plain warning
+        # instead, through showwarning so that logging.captureWarnings and pytest still see it.
+        # DIFFUSERS_PATCHED_STRICT=1 is the way to make a mismatch an error.
+        caller = sys._getframe(1)
+        warnings.showwarning(warning, DiffusersPatchedWarning, caller.f_code.co_filename, caller.f_lineno)
 
 
 def upstream_problems():
@@ -146,8 +157,13 @@ class VendoredModuleFinder:
 
 
 def activate():
-    """Install the finder; idempotent. Errors never escape: they deactivate and are kept for `status`."""
-    if state.finder is not None:
+    """Install the finder unless it is in `sys.meta_path` already.
+
+    Never raises and never lets a warning become an exception: a problem deactivates the patches and is
+    kept for `status`.
+    """
+    # Keyed on sys.meta_path itself, so that a finder someone removed is put back.
+    if any(isinstance(finder, VendoredModuleFinder) for finder in sys.meta_path):
         return True
     try:
         enabled, problem = _read_flag(ENV_SWITCH, True)
@@ -158,27 +174,38 @@ def activate():
         if not enabled:
             state.reason = f"inactive: switched off by {ENV_SWITCH}=0"
             return False
-        imported = sorted(name for name in _vendor.MODULES if name in sys.modules)
+        # Patched modules imported while an earlier finder was installed (see uninstall) are no obstacle.
+        imported = sorted(
+            name
+            for name in _vendor.MODULES
+            if name in sys.modules and getattr(sys.modules[name], "__file__", None) != vendored_path(name)
+        )
         if imported:
             state.reason = (
                 f"inactive: {', '.join(imported)} had already been imported from upstream diffusers when "
                 "diffusers_patched was activated"
             )
-            message = (
+            # A warning even with DIFFUSERS_PATCHED_STRICT=1: importing diffusers_patched must not fail, and
+            # strict mode's errors belong to the imports of patched modules.
+            _warn(
                 f"{', '.join(imported)} had already been imported from upstream diffusers, so the patches cannot "
                 "apply in this process, which stays fully upstream. Import diffusers_patched before diffusers, or "
                 "reinstall diffusers-patched so that its .pth file activates it at interpreter start-up."
             )
-            if is_strict():
-                raise ImportError(f"diffusers-patched: {message}")
-            _warn(message)
             return False
-        state.finder = VendoredModuleFinder()
-        sys.meta_path.insert(0, state.finder)
+        sys.meta_path.insert(0, VendoredModuleFinder())
         state.reason = "active"
         return True
-    except ImportError:
-        raise
     except Exception as e:  # start-up must never break because of us
         state.reason = f"inactive: activation failed with {type(e).__name__}: {e}"
         return False
+
+
+def uninstall():
+    """Remove the finder from `sys.meta_path` and forget what activation decided, so that `activate` starts over.
+
+    For tests and embedders. Modules already imported stay as they are, patched or upstream: only later
+    imports are affected.
+    """
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, VendoredModuleFinder)]
+    state.__init__()

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import run_python
 
+from diffusers_patched.activation import _FALSE_VALUES
+
 
 UPSTREAM_VERSION = "0.42.1"
 VENDORED = "diffusers.pipelines.pipeline_loading_utils"
@@ -56,11 +58,19 @@ def _same(a, b):
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-def _run_without_site(python, code, **kwargs):
+def _run_with_flags(python, flags, code, **kwargs):
+    """Run `code` in `python *flags`: `python` runs code only, so a launcher starts the interpreter wanted."""
+    code = textwrap.dedent(code)
+    launcher = (
+        f"import subprocess, sys\nsys.exit(subprocess.run([sys.executable, *{flags!r}, '-c', {code!r}]).returncode)"
+    )
+    return python(launcher, **kwargs)
+
+
+def _run_without_site(python, code, flags=(), **kwargs):
     """Run `code` in `python -S` (no .pth processing), with site-packages put on sys.path by hand."""
     inner = f"import sys\nsys.path.append({str(SITE_PACKAGES)!r})\n" + textwrap.dedent(code)
-    launcher = f"import subprocess, sys\nsys.exit(subprocess.run([sys.executable, '-S', '-c', {inner!r}]).returncode)"
-    return python(launcher, **kwargs)
+    return _run_with_flags(python, ["-S", *flags], inner, **kwargs)
 
 
 # What a patched process sees, gathered once: importing diffusers takes seconds.
@@ -149,6 +159,16 @@ def test_startup_imports_no_torch_diffusers_or_importlib_metadata(python, scratc
     assert "diffusers_patched.activation" in modules, "the .pth did not activate diffusers_patched at start-up"
     heavy = {name for name in modules if name.split(".")[0] in ("torch", "diffusers", "transformers")}
     assert heavy | ({"importlib.metadata"} & modules) == set()
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize("value", [f" {value.upper()} " for value in sorted(_FALSE_VALUES)] + ["off"])
+def test_diffusers_patched_off_leaves_the_package_unimported_at_startup(python, scratch, value):
+    result = python(
+        "import sys; print('diffusers_patched' in sys.modules)", env={"DIFFUSERS_PATCHED": value}, **scratch
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
     assert result.stderr == ""
 
 
@@ -318,6 +338,54 @@ def test_strict_makes_mismatched_diffusers_an_import_error_every_time(python, sc
     assert WARNING not in result.stderr
 
 
+# Warnings as errors, set on the command line or in code: the guard warning is shown, never raised.
+_ERROR_FILTERS = {
+    "python -W error": (["-W", "error"], ""),
+    "simplefilter in code": ([], "warnings.simplefilter('error')"),
+}
+
+
+@pytest.mark.parametrize("errors", sorted(_ERROR_FILTERS))
+def test_warnings_as_errors_mismatched_diffusers_imports_upstream_every_time_and_status_names_it(
+    python, scratch, shadows, errors
+):
+    flags, setup = _ERROR_FILTERS[errors]
+    # Two patched modules: the first import runs the guards, the second finds their verdict.
+    imported = ["diffusers.pipelines.pipeline_utils", "diffusers.loaders.textual_inversion"]
+    result = _run_with_flags(
+        python,
+        flags,
+        f"""
+        import importlib, runpy, sys, warnings
+        {setup}
+        import diffusers
+
+        files = []
+        for name in {imported!r}:
+            try:
+                files.append(importlib.import_module(name).__file__)
+            except Exception as e:
+                files.append(f"{{type(e).__name__}}: {{e}}")
+        report = {{"files": files}}
+        {REPORT}
+        sys.argv = ["diffusers_patched", "status"]
+        runpy.run_module("diffusers_patched", run_name="__main__", alter_sys=True)
+        """,
+        env={"PYTHONPATH": str(shadows["other_version"])},
+        **scratch,
+    )
+    files = _report(result)["files"]
+    for name, file in zip(imported, files):
+        upstream = shadows["other_version"] / (name.replace(".", "/") + ".py")
+        assert _same(file, upstream), f"{name}: {file}"
+    assert result.stderr.count(WARNING) == 1, result.stderr
+    assert "activation: inactive: installed diffusers does not match the base of the series" in result.stdout
+    assert "guards: FAIL, patched modules will be served from upstream" in result.stdout
+    for text in _expected_guard_message("other_version", shadows["other_version"]):
+        assert text in result.stdout
+    assert "loaded, patched" not in result.stdout
+
+
 # Import order, in interpreters started with -S: the .pth did not run, so nothing is active yet.
 _LATE_IMPORT = f"""
     assert "diffusers_patched" not in sys.modules
@@ -330,8 +398,16 @@ _LATE_IMPORT = f"""
 """
 
 
-def test_importing_diffusers_patched_after_upstream_module_warns_that_process_stays_upstream(python, scratch):
-    result = _run_without_site(python, _LATE_IMPORT, **scratch)
+@pytest.mark.parametrize(
+    "flags, env",
+    [([], {}), (["-W", "error"], {}), ([], {"DIFFUSERS_PATCHED_STRICT": "1"})],
+    ids=["default", "warnings as errors", "strict"],
+)
+def test_importing_diffusers_patched_after_upstream_module_warns_that_process_stays_upstream(
+    python, scratch, flags, env
+):
+    """Never an error at `import diffusers_patched`, not even in strict mode: that one is for patched imports."""
+    result = _run_without_site(python, _LATE_IMPORT, flags=flags, env=env, **scratch)
     report = _report(result)
     assert _same(report["file"], UPSTREAM_DIR / "pipelines" / "pipeline_loading_utils.py")
     assert not any(module.startswith("diffusers_patched") for module in report["finders"])
@@ -340,15 +416,6 @@ def test_importing_diffusers_patched_after_upstream_module_warns_that_process_st
     assert "which stays fully upstream. Import diffusers_patched before diffusers" in result.stderr
     assert "activation: inactive: " in report["status"]
     assert f"{VENDORED}: loaded, UPSTREAM" in report["status"]
-
-
-def test_strict_makes_importing_diffusers_patched_after_upstream_module_an_import_error(python, scratch):
-    result = _run_without_site(python, _LATE_IMPORT, env={"DIFFUSERS_PATCHED_STRICT": "1"}, **scratch)
-    assert result.returncode == 1
-    assert MARK not in result.stdout
-    assert f"ImportError: diffusers-patched: {VENDORED} had already been imported from upstream" in result.stderr
-    assert "which stays fully upstream" in result.stderr
-    assert WARNING not in result.stderr
 
 
 def test_importing_diffusers_patched_first_without_site_activates(python, scratch):
@@ -384,4 +451,51 @@ def test_importing_diffusers_patched_twice_installs_one_finder(python, scratch, 
     """
     result = python(code, **scratch) if site == "with the .pth" else _run_without_site(python, code, **scratch)
     assert _report(result)["finders"].count("VendoredModuleFinder") == 1
+    assert result.stderr == ""
+
+
+def test_activate_puts_back_the_finder_removed_from_sys_meta_path(python, scratch):
+    result = python(
+        f"""
+        import sys
+        import diffusers_patched
+        from diffusers_patched.activation import VendoredModuleFinder, state
+
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, VendoredModuleFinder)]
+        report = {{"activated": diffusers_patched.activate(), "finders": [type(f).__name__ for f in sys.meta_path]}}
+        report["reason"] = state.reason
+        {REPORT}
+        """,
+        **scratch,
+    )
+    report = _report(result)
+    assert report["activated"]
+    assert report["finders"].count("VendoredModuleFinder") == 1
+    assert report["reason"] == "active"
+    assert result.stderr == ""
+
+
+def test_uninstall_then_activate_serves_the_patched_modules_again(python, scratch):
+    result = python(
+        f"""
+        import sys
+        import diffusers_patched
+        from diffusers_patched.activation import state
+
+        diffusers_patched.uninstall()
+        report = {{"uninstalled": [type(f).__name__ for f in sys.meta_path], "reason": state.reason}}
+        report["activated"] = diffusers_patched.activate()
+        report["finders"] = [type(f).__name__ for f in sys.meta_path]
+        import {VENDORED} as m
+        report["file"] = m.__file__
+        {REPORT}
+        """,
+        **scratch,
+    )
+    report = _report(result)
+    assert "VendoredModuleFinder" not in report["uninstalled"]
+    assert report["reason"] == "not activated yet"
+    assert report["activated"]
+    assert report["finders"].count("VendoredModuleFinder") == 1
+    assert _same(report["file"], VENDOR_DIR / VENDORED_FILE)
     assert result.stderr == ""
