@@ -296,7 +296,11 @@ def bnb_4bit_sequential_cpu_offload(workdir):
     "bnb-4bit-cpu-offload-hooks",
     patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="nf4 / fp4 text encoders, with and without double quant, under accelerate's cpu_offload: 3 passes each",
-    text="{kinds}",
+    text=(
+        "max abs diff per pass nf4 {kinds[nf4][diffs]}, fp4 {kinds[fp4][diffs]}, nf4-dq {kinds[nf4-dq][diffs]}, "
+        "fp4-dq {kinds[fp4-dq][diffs]}; statistics equal nf4 {kinds[nf4][statistics_equal]}/"
+        "{kinds[nf4][statistics]}, nf4-dq {kinds[nf4-dq][statistics_equal]}/{kinds[nf4-dq][statistics]}"
+    ),
 )
 def bnb_4bit_cpu_offload_hooks(workdir):
     """accelerate's own hooks on a plain CPU device: the meta-tensor failure itself, without patch 0002's device."""
@@ -398,7 +402,14 @@ def bnb_8bit_sequential_offload_and_lora(workdir):
     "save-offloaded-pipeline",
     patch="0011-save-offloaded-weights-not-meta-placeholders.patch",
     summary="pipeline with an 8-bit, then an nf4 text encoder, offloaded by accelerate's hooks: save_pretrained, reload",
-    text="{kinds}",
+    text=(
+        "8-bit: {kinds[8-bit][text_encoder_equal]}/{kinds[8-bit][text_encoder_tensors]} text encoder and "
+        "{kinds[8-bit][unet_equal]}/{kinds[8-bit][unet_tensors]} unet tensors equal, max abs diff "
+        "{kinds[8-bit][saved_diffs]}, left offloaded on {kinds[8-bit][offloaded_device]}; "
+        "nf4-dq: {kinds[nf4-dq][text_encoder_equal]}/{kinds[nf4-dq][text_encoder_tensors]} text encoder and "
+        "{kinds[nf4-dq][unet_equal]}/{kinds[nf4-dq][unet_tensors]} unet tensors equal, max abs diff "
+        "{kinds[nf4-dq][saved_diffs]}, left offloaded on {kinds[nf4-dq][offloaded_device]}"
+    ),
 )
 def save_offloaded_pipeline(workdir):
     import torch
@@ -594,7 +605,10 @@ def include_buffers(workdir):
     "single-file-bad-files",
     patch="0005-materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="truncated safetensors, GGUF with a corrupt header: the error names the file (upstream's does too)",
-    text="{errors}",
+    text=(
+        "safetensors: {errors[safetensors][type]}: {errors[safetensors][message]}; "
+        "gguf: {errors[gguf][type]}: {errors[gguf][message]}"
+    ),
 )
 def single_file_bad_files(workdir):
     """Not an upstream failure: shows that materializing meta tensors does not hide what is wrong with the file."""
@@ -636,7 +650,7 @@ def single_file_bad_files(workdir):
     "single-file-wan22-detection",
     patch="0006-tell-wan2-2-single-file-checkpoints-apart-from-wan2.patch",
     summary="config picked for Wan2.1 / Wan2.2 single files and variants it cannot tell (shapes only)",
-    text="{picked}",
+    text="Wan2.2-I2V-A14B -> {picked[wan2.2-i2v-A14B]}, Wan2.2-TI2V-5B -> {picked[wan2.2-ti2v-5B]}",
 )
 def wan22_detection(workdir):
     from diffusers.loaders.single_file_utils import fetch_diffusers_config
@@ -668,7 +682,10 @@ PLAN_BUDGETS = {
     "bnb-device-map-balanced-plan",
     patch="0007-size-quantized-components-as-they-will-be-loaded.patch",
     summary='nf4 text encoder, device_map="balanced", GPU 0 budgets of 7.2 / 3 / 0.5 MB (and 5 MB of CPU): the plans',
-    text="{plans}; {weight_reads} weight files read while planning",
+    text=(
+        "GPU 0 7.2 MB: {plans[fits only quantized]}; 3 MB: {plans[two of three fit]}; 0.5 MB: {plans[none fits GPU 0]}; "
+        "0.5 MB and CPU 5 MB: {plans[none fits anywhere]}; {weight_reads} weight files read while planning"
+    ),
 )
 def bnb_device_map_balanced_plan(workdir):
     """Also shows patches 0008 (every component planned) and 0009 (raise before loading when nothing fits)."""
