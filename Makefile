@@ -9,7 +9,7 @@ STAMP := $(dir $(PYTHON)).diffusers-patched-deps
 OUT ?= dist/patches
 CLI = $(PYTHON) -m tools.cli
 
-.PHONY: install demo test check-patches vendor export-patches edit refresh rebase rebase-continue bench lint
+.PHONY: install demo test test-fast check-patches vendor export-patches edit refresh rebase rebase-continue bench lint
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -28,6 +28,11 @@ demo: install
 
 test: install check-patches lint
 	$(PYTHON) -m pytest tests
+
+# For edit loops: every scenario once, patched side only (each patch shows in one at least); no upstream runs, no
+# carried upstream tests, no lint. `make test` before pushing.
+test-fast: install
+	$(PYTHON) -m pytest -m "not upstream" tests/test_demo_scenarios.py
 
 # Our own code follows upstream diffusers' ruff rules (pyproject.toml); no need to reinstall the package for it.
 lint: $(STAMP)

@@ -1,12 +1,317 @@
-"""`make demo`: every scenario it shows works with diffusers-patched and does something else on upstream."""
+"""`make demo`'s scenarios, asserted on both sides: upstream shows the known failure, diffusers-patched the fix.
+
+Every scenario runs once per side per session (`upstream_outcomes`, `patched_outcomes` in conftest.py) and returns
+numbers, counts, devices or the error it raised; the tests assert on those. Tests of upstream's side are marked
+`upstream`: `make test-fast` leaves them out, so that only the patched side runs.
+"""
 
 import pytest
+import torch
 
-from tests.support.scenarios import SCENARIOS
+from tests.support.scenarios import PLAN_BUDGETS, SCENARIOS
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_demo_scenario_works_patched_and_differs_from_upstream(scenario_outcomes, name):
-    upstream, patched = scenario_outcomes[False][name], scenario_outcomes[True][name]
-    assert patched.ok, patched.result
-    assert upstream.result != patched.result
+upstream = pytest.mark.upstream
+
+# What upstream raises when enable_sequential_cpu_offload(device="cpu") moves weights to "cpu:0" (patch 0002).
+CPU_DEVICE_ERROR = "new() received an invalid combination of arguments - got (Tensor, requires_grad=bool)"
+CAST_ERROR = "You cannot cast a bitsandbytes model in a new `dtype`"
+META_COPY_ERROR = "Cannot copy out of meta tensor; no data!"
+
+
+def result_of(outcome):
+    assert outcome.ok, outcome.error
+    return outcome.result
+
+
+def assert_raised(outcome, error_type, message):
+    assert not outcome.ok, outcome.result
+    assert outcome.error["type"] == error_type, outcome.error
+    assert message in outcome.error["message"], outcome.error
+
+
+def assert_all_zero(diffs, count):
+    torch.testing.assert_close(diffs, [0.0] * count, rtol=0, atol=0)
+
+
+def test_every_scenario_is_tested_on_both_sides():
+    # A test named after a scenario (or after a family of them, e.g. its formats) asserts its patched side, one with
+    # `_upstream` appended its upstream side.
+    tests = {name[len("test_") :] for name in globals() if name.startswith("test_")}
+    for name in SCENARIOS:
+        scenario = name.replace("-", "_")
+        assert any(scenario.startswith(test) and f"{test}_upstream" in tests for test in tests), name
+
+
+# 0001: bitsandbytes text encoders under a device_map are loaded by transformers with low_cpu_mem_usage=False.
+
+
+@upstream
+def test_bnb_text_encoder_with_device_map_upstream(upstream_outcomes):
+    result = result_of(upstream_outcomes["bnb-text-encoder-with-device-map"])
+    assert result["low_cpu_mem_usage"] is True
+    assert result["logged"] == []
+
+
+def test_bnb_text_encoder_with_device_map(patched_outcomes):
+    assert result_of(patched_outcomes["bnb-text-encoder-with-device-map"]) == {
+        "low_cpu_mem_usage": False,
+        "quantization_method": "nf4",
+        "device_map": "cpu",
+        "weight_type": "Params4bit",
+        "logged": [
+            "Loading text_encoder quantized with bitsandbytes (nf4) with `low_cpu_mem_usage=False` because a "
+            "`device_map` is set."
+        ],
+    }
+
+
+# 0002: enable_sequential_cpu_offload(device="cpu") offloads to that device.
+
+
+@upstream
+def test_sequential_cpu_offload_on_cpu_upstream(upstream_outcomes):
+    assert_raised(upstream_outcomes["sequential-cpu-offload-on-cpu"], "TypeError", CPU_DEVICE_ERROR)
+
+
+def test_sequential_cpu_offload_on_cpu(patched_outcomes):
+    result = result_of(patched_outcomes["sequential-cpu-offload-on-cpu"])
+    assert result["offload_device"] == "cpu"
+    assert_all_zero(result["diffs"], 3)
+
+
+@upstream
+def test_bnb_8bit_sequential_offload_and_lora_upstream(upstream_outcomes):
+    assert_raised(upstream_outcomes["bnb-8bit-sequential-offload-and-lora"], "TypeError", CPU_DEVICE_ERROR)
+
+
+def test_bnb_8bit_sequential_offload_and_lora(patched_outcomes):
+    result = result_of(patched_outcomes["bnb-8bit-sequential-offload-and-lora"])
+    assert_all_zero(result["diffs"], 3)
+    assert_all_zero(result["diffs_with_lora"], 3)
+
+
+# 0003: LoRA loading keeps a quantized text encoder's dtype instead of casting it.
+
+
+@upstream
+def test_lora_into_bnb_text_encoder_upstream(upstream_outcomes):
+    assert_raised(upstream_outcomes["lora-into-bnb-text-encoder"], "ValueError", CAST_ERROR)
+
+
+def test_lora_into_bnb_text_encoder(patched_outcomes):
+    result = result_of(patched_outcomes["lora-into-bnb-text-encoder"])
+    assert result == {"adapters": ["default_0"], "is_quantized": True}
+
+
+# 0004: 4-bit quantization statistics survive accelerate's offload hooks.
+
+
+@upstream
+def test_bnb_4bit_sequential_cpu_offload_upstream(upstream_outcomes):
+    assert_raised(upstream_outcomes["bnb-4bit-sequential-cpu-offload"], "TypeError", CPU_DEVICE_ERROR)
+
+
+def test_bnb_4bit_sequential_cpu_offload(patched_outcomes):
+    result = result_of(patched_outcomes["bnb-4bit-sequential-cpu-offload"])
+    assert_all_zero(result["diffs"], 3)
+    assert result["statistics_on_meta"] == 0
+    assert result["statistics_equal"] == result["statistics"] == 60
+
+
+@upstream
+def test_bnb_4bit_cpu_offload_hooks_upstream(upstream_outcomes):
+    assert_raised(upstream_outcomes["bnb-4bit-cpu-offload-hooks"], "NotImplementedError", META_COPY_ERROR)
+
+
+def test_bnb_4bit_cpu_offload_hooks(patched_outcomes):
+    kinds = result_of(patched_outcomes["bnb-4bit-cpu-offload-hooks"])["kinds"]
+    assert sorted(kinds) == ["fp4", "fp4-dq", "nf4", "nf4-dq"]
+    for kind, result in kinds.items():
+        assert result["covered"] == 12, kind
+        assert_all_zero(result["diffs"], 3)
+        assert result["statistics_equal"] == result["statistics"] > 0, kind
+
+
+@upstream
+def test_bnb_4bit_offload_twice_then_model_offload_upstream(upstream_outcomes):
+    assert_raised(upstream_outcomes["bnb-4bit-offload-twice-then-model-offload"], "TypeError", CPU_DEVICE_ERROR)
+
+
+def test_bnb_4bit_offload_twice_then_model_offload(patched_outcomes):
+    assert_all_zero(result_of(patched_outcomes["bnb-4bit-offload-twice-then-model-offload"])["diffs"], 6)
+
+
+@upstream
+def test_bnb_4bit_lora_while_sequentially_offloaded_upstream(upstream_outcomes):
+    assert_raised(upstream_outcomes["bnb-4bit-lora-while-sequentially-offloaded"], "ValueError", CAST_ERROR)
+
+
+def test_bnb_4bit_lora_while_sequentially_offloaded(patched_outcomes):
+    result = result_of(patched_outcomes["bnb-4bit-lora-while-sequentially-offloaded"])
+    assert result["offload_device"] == "cpu"
+    assert_all_zero(result["diffs"], 3)
+
+
+@upstream
+def test_bnb_4bit_dispatch_cpu_disk_then_peft_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["bnb-4bit-dispatch-cpu-disk-then-peft"],
+        "RuntimeError",
+        "Tensor.item() cannot be called on meta tensors",
+    )
+
+
+def test_bnb_4bit_dispatch_cpu_disk_then_peft(patched_outcomes):
+    result = result_of(patched_outcomes["bnb-4bit-dispatch-cpu-disk-then-peft"])
+    assert result["covered"] == 14
+    assert_all_zero(result["diffs"], 3)
+
+
+# 0005: from_single_file leaves no tensor on meta and reports missing keys once.
+
+
+@upstream
+@pytest.mark.parametrize("fmt", ["safetensors", "gguf"])
+def test_single_file_wan22_i2v_as_wan21_upstream(upstream_outcomes, fmt):
+    outcome = upstream_outcomes[f"single-file-wan22-i2v-as-wan21-{fmt}"]
+    assert_raised(outcome, "NotImplementedError", META_COPY_ERROR)
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "gguf"])
+def test_single_file_wan22_i2v_as_wan21(patched_outcomes, fmt):
+    result = result_of(patched_outcomes[f"single-file-wan22-i2v-as-wan21-{fmt}"])
+    assert result["meta_tensors"] == 0
+    assert result["missing_keys_zero"] == result["missing_keys"] > 0
+    (warning,) = result["warnings"]
+    assert f"{result['missing_keys']} keys" in warning
+
+
+@upstream
+def test_single_file_include_buffers_upstream(upstream_outcomes):
+    assert_raised(upstream_outcomes["single-file-include-buffers"], "NotImplementedError", META_COPY_ERROR)
+
+
+def test_single_file_include_buffers(patched_outcomes):
+    result = result_of(patched_outcomes["single-file-include-buffers"])
+    assert result == {"meta_tensors": 0, "rope_equal": True, "output_diff": 0.0}
+
+
+def _assert_bad_files_named(errors):
+    assert sorted(errors) == ["gguf", "safetensors"]
+    for fmt, error in errors.items():
+        assert error["type"] is not None, f"{fmt}: a broken file loaded"
+        assert error["path"] in error["message"], error
+        assert "meta" not in error["message"], error
+
+
+@upstream
+def test_single_file_bad_files_upstream(upstream_outcomes):
+    _assert_bad_files_named(result_of(upstream_outcomes["single-file-bad-files"])["errors"])
+
+
+def test_single_file_bad_files(patched_outcomes):
+    _assert_bad_files_named(result_of(patched_outcomes["single-file-bad-files"])["errors"])
+
+
+# 0006: Wan2.2 single files are told apart from Wan2.1; variants detection cannot tell ask for a `config`.
+
+
+@upstream
+def test_single_file_wan22_detection_upstream(upstream_outcomes):
+    picked = result_of(upstream_outcomes["single-file-wan22-detection"])["picked"]
+    assert picked["wan2.2-i2v-A14B"] == picked["wan2.2-ti2v-5B"] == "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers"
+
+
+def test_single_file_wan22_detection(patched_outcomes):
+    picked = result_of(patched_outcomes["single-file-wan22-detection"])["picked"]
+    unrecognized = {
+        name: picked.pop(name) for name in ("wan2.1-fun-inp-1.3B", "wan2.1-fun-control-14B", "unknown-width")
+    }
+    assert picked == {
+        "wan2.1-t2v-1.3B": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
+        "wan2.1-t2v-14B": "Wan-AI/Wan2.1-T2V-14B-Diffusers",
+        "wan2.2-t2v-A14B": "Wan-AI/Wan2.1-T2V-14B-Diffusers",
+        "wan2.1-i2v-14B": "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers",
+        "wan2.1-flf2v-14B": "Wan-AI/Wan2.1-FLF2V-14B-720P-diffusers",
+        "wan2.2-i2v-A14B": "Wan-AI/Wan2.2-I2V-A14B-Diffusers",
+        "wan2.2-ti2v-5B": "Wan-AI/Wan2.2-TI2V-5B-Diffusers",
+    }
+    for name, error in unrecognized.items():
+        assert error["type"] == "ValueError", name
+        assert error["message"].startswith("Cannot infer which Wan model") and "`config`" in error["message"], name
+
+
+# 0007-0009: device_map="balanced" plans quantized components at their loaded size, plans every component, and
+# raises before loading when they fit nowhere. Planning reads no weight, on either side.
+
+
+@upstream
+def test_bnb_device_map_balanced_plan_upstream(upstream_outcomes):
+    result = result_of(upstream_outcomes["bnb-device-map-balanced-plan"])
+    assert result["plans"] == {
+        "fits only quantized": {"text_encoder": "cpu", "unet": 0, "vae": 0},
+        # The unquantized text encoder (7.42 MB) and the unet both "do not fit": the unet overwrites it.
+        "two of three fit": {"unet": "cpu", "vae": 0},
+        "none fits GPU 0": {"vae": "cpu"},
+        "none fits anywhere": {"vae": "cpu"},
+    }
+    assert result["weight_reads"] == 0
+
+
+def test_bnb_device_map_balanced_plan(patched_outcomes):
+    result = result_of(patched_outcomes["bnb-device-map-balanced-plan"])
+    plans = result["plans"]
+    assert sorted(plans) == sorted(PLAN_BUDGETS)
+    assert plans["fits only quantized"] == {"text_encoder": 0, "unet": 0, "vae": 0}
+    assert plans["two of three fit"] == {"text_encoder": 0, "unet": "cpu", "vae": 0}
+    assert plans["none fits GPU 0"] == {"text_encoder": "cpu", "unet": "cpu", "vae": "cpu"}
+    error = plans["none fits anywhere"]
+    assert error["type"] == "ValueError"
+    assert error["message"].startswith(
+        "Cannot load StableDiffusionPipeline with `device_map='balanced'`: unet (4.2 MB), text_encoder (1.92 MB),"
+        " vae (564.15 KB) do not fit on the accelerators, and need 6.67 MB of CPU memory together."
+    )
+    assert result["weight_reads"] == 0
+
+
+# 0010: a bitsandbytes component planned on the CPU is loaded and runs there.
+
+
+@upstream
+def test_bnb_text_encoder_planned_on_cpu_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["bnb-text-encoder-planned-on-cpu"],
+        "RuntimeError",
+        "Cannot access accelerator device when none is available.",
+    )
+
+
+def test_bnb_text_encoder_planned_on_cpu(patched_outcomes):
+    result = result_of(patched_outcomes["bnb-text-encoder-planned-on-cpu"])
+    assert_all_zero(result.pop("diffs"), 3)
+    assert result == {
+        "hf_device_map": {"text_encoder": "cpu"},
+        "weight_type": "Params4bit",
+        "weight_device": "cpu",
+        "absmax_device": "cpu",
+    }
+
+
+# 0011: save_pretrained of an offloaded pipeline saves its weights, not meta placeholders.
+
+
+@upstream
+def test_save_offloaded_pipeline_upstream(upstream_outcomes):
+    assert_raised(upstream_outcomes["save-offloaded-pipeline"], "NotImplementedError", META_COPY_ERROR)
+
+
+def test_save_offloaded_pipeline(patched_outcomes):
+    kinds = result_of(patched_outcomes["save-offloaded-pipeline"])["kinds"]
+    assert sorted(kinds) == ["8-bit", "nf4-dq"]
+    for kind, result in kinds.items():
+        assert result["text_encoder_equal"] == result["text_encoder_tensors"] > 0, kind
+        assert result["unet_equal"] == result["unet_tensors"] == 208, kind
+        assert_all_zero(result["saved_diffs"], 1)
+        assert result["offloaded_device"] == "meta", kind
+        assert_all_zero(result["offloaded_diffs"], 1)

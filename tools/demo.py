@@ -5,8 +5,8 @@ import sys
 from tests.support.scenarios import SCENARIOS, run_scenarios
 
 
-def _cell(outcome, width=70):
-    text = ("ok: " if outcome.ok else "FAILS: ") + outcome.result.splitlines()[0]
+def _cell(scenario, outcome, width=70):
+    text = ("ok: " if outcome.ok else "FAILS: ") + outcome.describe(scenario).splitlines()[0]
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -22,11 +22,17 @@ def main(names=None):
     print("| scenario | upstream diffusers | diffusers-patched | time (upstream / patched) |")
     print("|---|---|---|---|")
     for name, upstream, patched in rows:
+        scenario = SCENARIOS[name]
         print(
-            f"| {name} | {_cell(upstream)} | {_cell(patched)} | {upstream.seconds:.1f} s / {patched.seconds:.1f} s |"
+            f"| {name} | {_cell(scenario, upstream)} | {_cell(scenario, patched)} "
+            f"| {upstream.seconds:.1f} s / {patched.seconds:.1f} s |"
         )
     for name, upstream, patched in rows:
-        print(f"\n{name} ({SCENARIOS[name].patch}):\n  upstream: {upstream.result}\n  patched:  {patched.result}")
+        scenario = SCENARIOS[name]
+        print(
+            f"\n{name} ({scenario.patch}):\n  upstream: {upstream.describe(scenario)}\n"
+            f"  patched:  {patched.describe(scenario)}"
+        )
     if not all(patched.ok for _, _, patched in rows):
         sys.exit("some scenarios fail even with diffusers-patched")
 

@@ -1,7 +1,9 @@
 """Known upstream failures, each as a scenario that builds tiny models locally and runs one user flow.
 
 `make demo` and the tests run every scenario twice in subprocesses: on upstream (`DIFFUSERS_PATCHED=0`) and
-with diffusers-patched. A scenario returns a one-line result, or raises the error a user would see.
+with diffusers-patched. A scenario returns a JSON-serializable dict of what it measured (max abs diffs, counts,
+devices, ...), or raises the error a user would see; the demo renders the dict with the scenario's `text` template,
+the tests assert on its values.
 """
 
 import json
@@ -15,6 +17,8 @@ import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Optional
+from unittest import mock
 
 from .tiny_pipelines import (
     bnb_text_encoder_config,
@@ -22,6 +26,7 @@ from .tiny_pipelines import (
     load_tiny_sd_pipeline,
     load_with_plan,
     plan_with_budget,
+    recording_weight_reads,
     save_tiny_sd_pipeline,
 )
 
@@ -35,22 +40,38 @@ class Scenario:
     name: str
     patch: str
     summary: str
-    run: callable
+    # `str.format` template over the result dict: the demo's one-line text of a scenario that returned.
+    text: str
+    run: Callable
 
 
 @dataclass
 class Outcome:
-    ok: bool
-    result: str
+    result: Optional[dict]
+    # {"type": exception class name, "message": str(exception)} when the scenario raised, else None.
+    error: Optional[dict]
     seconds: float
 
+    @property
+    def ok(self):
+        return self.error is None
 
-def scenario(name, patch, summary):
+    def describe(self, scenario):
+        if self.ok:
+            return scenario.text.format(**self.result)
+        return f"{self.error['type']}: {self.error['message']}"
+
+
+def scenario(name, patch, summary, text):
     def register(run):
-        SCENARIOS[name] = Scenario(name, patch, summary, run)
+        SCENARIOS[name] = Scenario(name, patch, summary, text, run)
         return run
 
     return register
+
+
+def error_of(exception):
+    return {"type": type(exception).__name__, "message": str(exception)}
 
 
 def run_scenarios(names, patched):
@@ -74,7 +95,8 @@ def run_scenarios(names, patched):
             outcomes[name] = Outcome(**outcome)
     for name in names:
         if name not in outcomes:
-            outcomes[name] = Outcome(False, f"scenario crashed: {process.stderr.strip()[-2000:]}", 0.0)
+            crash = {"type": "ScenarioCrashed", "message": process.stderr.strip()[-2000:]}
+            outcomes[name] = Outcome(None, crash, 0.0)
     return outcomes
 
 
@@ -87,16 +109,20 @@ def _main(workdir, *names):
         scenario_dir.mkdir()
         start = time.perf_counter()
         try:
-            outcome = {"ok": True, "result": SCENARIOS[name].run(scenario_dir)}
+            outcome = {"result": SCENARIOS[name].run(scenario_dir), "error": None}
         except Exception as e:
             traceback.print_exc()
-            outcome = {"ok": False, "result": f"{type(e).__name__}: {e}"}
+            outcome = {"result": None, "error": error_of(e)}
         outcome["seconds"] = time.perf_counter() - start
         print(_OUTCOME_PREFIX + json.dumps([name, outcome]), flush=True)
 
 
-def record_from_pretrained_kwargs(model_class):
-    """Record the kwargs every `model_class.from_pretrained` call really receives, still calling the real one."""
+@contextmanager
+def recording_from_pretrained_kwargs(model_class):
+    """Record the kwargs every `model_class.from_pretrained` call receives inside the block, still calling the real one.
+
+    Scenarios share one interpreter: the real classmethod is back once the block ends.
+    """
     calls = []
     real_from_pretrained = model_class.from_pretrained.__func__
 
@@ -104,29 +130,59 @@ def record_from_pretrained_kwargs(model_class):
         calls.append(kwargs)
         return real_from_pretrained(cls, *args, **kwargs)
 
-    model_class.from_pretrained = classmethod(from_pretrained)
-    return calls
+    with mock.patch.object(model_class, "from_pretrained", classmethod(from_pretrained)):
+        yield calls
+
+
+@contextmanager
+def diffusers_log_messages(level, containing):
+    """The messages containing `containing` that diffusers logs at `level` or above inside the block.
+
+    Scenarios share one interpreter: the handler is detached and the logger's level restored once the block ends.
+    """
+    messages = []
+
+    class Handler(logging.Handler):
+        def emit(self, record):
+            if containing in record.getMessage():
+                messages.append(record.getMessage())
+
+    logger = logging.getLogger("diffusers")
+    handler = Handler(level)
+    previous_level = logger.level
+    logger.setLevel(min(level, logger.getEffectiveLevel()))
+    logger.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
 
 
 @scenario(
     "bnb-text-encoder-with-device-map",
     patch="0001-pipelines-detect-bitsandbytes-in-load-sub-model.patch",
     summary="pipeline with a bnb 4-bit text encoder and device_map: kwargs given to transformers",
+    text=(
+        "low_cpu_mem_usage={low_cpu_mem_usage} given to transformers for the {quantization_method} text encoder "
+        "({weight_type} weights) with device_map={device_map!r}; logged: {logged}"
+    ),
 )
 def bnb_text_encoder_with_device_map(workdir):
     from transformers import CLIPTextModel
 
-    calls = record_from_pretrained_kwargs(CLIPTextModel)
-    pipe = load_tiny_sd_pipeline(
-        save_tiny_sd_pipeline(workdir / "pipe"), quantization_config=bnb_text_encoder_config(), device_map="cpu"
-    )
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    with recording_from_pretrained_kwargs(CLIPTextModel) as calls:
+        with diffusers_log_messages(logging.INFO, "low_cpu_mem_usage") as logged:
+            pipe = load_tiny_sd_pipeline(path, quantization_config=bnb_text_encoder_config(), device_map="cpu")
     (kwargs,) = calls
-    method = kwargs["quantization_config"].quantization_method()
-    weight = pipe.text_encoder.encoder.layers[0].mlp.fc1.weight
-    return (
-        f"low_cpu_mem_usage={kwargs['low_cpu_mem_usage']} given to transformers for the {method} text encoder "
-        f"({type(weight).__name__} weights) with device_map={kwargs['device_map']!r}"
-    )
+    return {
+        "low_cpu_mem_usage": kwargs["low_cpu_mem_usage"],
+        "quantization_method": kwargs["quantization_config"].quantization_method(),
+        "device_map": kwargs["device_map"],
+        "weight_type": type(pipe.text_encoder.encoder.layers[0].mlp.fc1.weight).__name__,
+        "logged": logged,
+    }
 
 
 def _encode(text_encoder):
@@ -137,7 +193,8 @@ def _encode(text_encoder):
 
 
 def _diffs(text_encoder, expected, passes=3):
-    return [round((_encode(text_encoder) - expected).abs().max().item(), 6) for _ in range(passes)]
+    """Max abs difference of the text encoder's output to `expected`, on each of `passes` passes."""
+    return [(_encode(text_encoder) - expected).abs().max().item() for _ in range(passes)]
 
 
 def _state_dict_copy(model):
@@ -148,6 +205,11 @@ def _equal_tensors(state_dict, expected):
     import torch
 
     return sum(name in state_dict and torch.equal(state_dict[name], tensor) for name, tensor in expected.items())
+
+
+def _quant_statistics(state_dict):
+    """The 4-bit quantization statistics (absmax, quant_map, ...) a state dict holds next to the weights."""
+    return {name: tensor for name, tensor in state_dict.items() if ".weight." in name}
 
 
 def _meta_statistics(model):
@@ -193,41 +255,84 @@ def _make_bnb_offload_safe():
     "sequential-cpu-offload-on-cpu",
     patch="0002-sequential-offload-keeps-the-user-device.patch",
     summary="unquantized pipeline, enable_sequential_cpu_offload(device='cpu'), 3 text encoder passes",
+    text="offload device {offload_device}; max abs diff per pass {diffs}",
 )
 def sequential_cpu_offload_on_cpu(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
     expected = _encode(load_tiny_sd_pipeline(path).text_encoder)
     pipe = load_tiny_sd_pipeline(path)
     pipe.enable_sequential_cpu_offload(device="cpu")
-    return f"offload device {pipe._offload_device}; max abs diff per pass {_diffs(pipe.text_encoder, expected)}"
+    return {"offload_device": str(pipe._offload_device), "diffs": _diffs(pipe.text_encoder, expected)}
 
 
 @scenario(
     "bnb-4bit-sequential-cpu-offload",
     patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="nf4 double-quant text encoder under enable_sequential_cpu_offload(device='cpu'), 3 passes + state_dict",
+    text=(
+        "max abs diff per pass {diffs}; {statistics_on_meta} statistics on meta; "
+        "{statistics_equal}/{statistics} state_dict statistics equal"
+    ),
 )
 def bnb_4bit_sequential_cpu_offload(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
     config = bnb_text_encoder_config("nf4", double_quant=True)
     reference = load_tiny_sd_pipeline(path, quantization_config=config).text_encoder
-    expected_state = reference.state_dict()
+    expected_statistics = _quant_statistics(reference.state_dict())
     expected = _encode(reference)
     pipe = load_tiny_sd_pipeline(path, quantization_config=config)
     pipe.enable_sequential_cpu_offload(device="cpu")
     diffs = _diffs(pipe.text_encoder, expected)
     state = pipe.text_encoder.state_dict()  # raises "Tensor.item() cannot be called on meta tensors" upstream
-    expected_statistics = {k: v for k, v in expected_state.items() if ".weight." in k}
-    return (
-        f"max abs diff per pass {diffs}; {len(_meta_statistics(pipe.text_encoder))} statistics on meta; "
-        f"{_equal_tensors(state, expected_statistics)}/{len(expected_statistics)} state_dict statistics equal"
-    )
+    return {
+        "diffs": diffs,
+        "statistics_on_meta": len(_meta_statistics(pipe.text_encoder)),
+        "statistics_equal": _equal_tensors(state, expected_statistics),
+        "statistics": len(expected_statistics),
+    }
+
+
+@scenario(
+    "bnb-4bit-cpu-offload-hooks",
+    patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
+    summary="nf4 / fp4 text encoders, with and without double quant, under accelerate's cpu_offload: 3 passes each",
+    text=(
+        "max abs diff per pass nf4 {kinds[nf4][diffs]}, fp4 {kinds[fp4][diffs]}, nf4-dq {kinds[nf4-dq][diffs]}, "
+        "fp4-dq {kinds[fp4-dq][diffs]}; statistics equal nf4 {kinds[nf4][statistics_equal]}/"
+        "{kinds[nf4][statistics]}, nf4-dq {kinds[nf4-dq][statistics_equal]}/{kinds[nf4-dq][statistics]}"
+    ),
+)
+def bnb_4bit_cpu_offload_hooks(workdir):
+    """accelerate's own hooks on a plain CPU device: the meta-tensor failure itself, without patch 0002's device."""
+    import torch
+    from accelerate import cpu_offload
+
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    make_bnb_offload_safe = _make_bnb_offload_safe()
+    kinds = {}
+    for kind, double_quant in (("nf4", False), ("fp4", False), ("nf4-dq", True), ("fp4-dq", True)):
+        config = bnb_text_encoder_config(kind.split("-")[0], double_quant=double_quant)
+        reference = load_tiny_sd_pipeline(path, quantization_config=config).text_encoder
+        expected_statistics = _quant_statistics(reference.state_dict())
+        expected = _encode(reference)
+        text_encoder = load_tiny_sd_pipeline(path, quantization_config=config).text_encoder
+        covered = make_bnb_offload_safe(text_encoder) if make_bnb_offload_safe else None
+        cpu_offload(text_encoder, torch.device("cpu"))
+        diffs = _diffs(text_encoder, expected)
+        kinds[kind] = {
+            "covered": covered,
+            "diffs": diffs,
+            "statistics_equal": _equal_tensors(text_encoder.state_dict(), expected_statistics),
+            "statistics": len(expected_statistics),
+        }
+    return {"kinds": kinds}
 
 
 @scenario(
     "bnb-4bit-offload-twice-then-model-offload",
     patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="nf4 text encoder: enable_sequential_cpu_offload twice, then enable_model_cpu_offload, passes after each",
+    text="max abs diff per pass {diffs}",
 )
 def bnb_4bit_offload_twice_then_model_offload(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -240,13 +345,14 @@ def bnb_4bit_offload_twice_then_model_offload(workdir):
         diffs += _diffs(pipe.text_encoder, expected, passes=2)
     pipe.enable_model_cpu_offload(device="cpu")
     diffs += _diffs(pipe.text_encoder, expected, passes=2)
-    return f"max abs diff per pass {diffs}"
+    return {"diffs": diffs}
 
 
 @scenario(
     "bnb-4bit-lora-while-sequentially-offloaded",
     patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="load_lora_weights into an nf4 text encoder while sequentially offloaded on the CPU, vs. no offload",
+    text="offload device {offload_device}; max abs diff per pass {diffs}",
 )
 def bnb_4bit_lora_while_sequentially_offloaded(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -258,25 +364,27 @@ def bnb_4bit_lora_while_sequentially_offloaded(workdir):
     pipe.enable_sequential_cpu_offload(device="cpu")
     _encode(pipe.text_encoder)
     pipe.load_lora_weights(_text_encoder_lora(pipe.text_encoder))
-    return f"offload device {pipe._offload_device}; max abs diff per pass {_diffs(pipe.text_encoder, expected)}"
+    return {"offload_device": str(pipe._offload_device), "diffs": _diffs(pipe.text_encoder, expected)}
 
 
 @scenario(
     "lora-into-bnb-text-encoder",
     patch="0003-lora-keep-quantized-text-encoder-dtype.patch",
     summary="load_lora_weights into an fp4 text encoder (no offloading)",
+    text="adapters {adapters} on a quantized text encoder: {is_quantized}",
 )
 def lora_into_bnb_text_encoder(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
     pipe = load_tiny_sd_pipeline(path, quantization_config=bnb_text_encoder_config("fp4"))
     pipe.load_lora_weights(_text_encoder_lora(pipe.text_encoder))
-    return f"adapters {sorted(pipe.text_encoder.peft_config)} on a quantized text encoder: {pipe.text_encoder.is_quantized}"
+    return {"adapters": sorted(pipe.text_encoder.peft_config), "is_quantized": pipe.text_encoder.is_quantized}
 
 
 @scenario(
     "bnb-8bit-sequential-offload-and-lora",
     patch="0002-sequential-offload-keeps-the-user-device.patch",
     summary="8-bit text encoder under enable_sequential_cpu_offload(device='cpu'), then load_lora_weights, vs. no offload",
+    text="max abs diff per pass {diffs}; with the LoRA loaded while offloaded {diffs_with_lora}",
 )
 def bnb_8bit_sequential_offload_and_lora(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -287,17 +395,21 @@ def bnb_8bit_sequential_offload_and_lora(workdir):
     diffs = _diffs(pipe.text_encoder, _encode(reference.text_encoder))
     pipe.load_lora_weights(_text_encoder_lora(pipe.text_encoder))
     reference.load_lora_weights(_text_encoder_lora(reference.text_encoder))
-    expected_with_lora = _encode(reference.text_encoder)
-    return (
-        f"max abs diff per pass {diffs}; with the LoRA loaded while offloaded "
-        f"{_diffs(pipe.text_encoder, expected_with_lora)}"
-    )
+    return {"diffs": diffs, "diffs_with_lora": _diffs(pipe.text_encoder, _encode(reference.text_encoder))}
 
 
 @scenario(
     "save-offloaded-pipeline",
     patch="0011-save-offloaded-weights-not-meta-placeholders.patch",
     summary="pipeline with an 8-bit, then an nf4 text encoder, offloaded by accelerate's hooks: save_pretrained, reload",
+    text=(
+        "8-bit: {kinds[8-bit][text_encoder_equal]}/{kinds[8-bit][text_encoder_tensors]} text encoder and "
+        "{kinds[8-bit][unet_equal]}/{kinds[8-bit][unet_tensors]} unet tensors equal, max abs diff "
+        "{kinds[8-bit][saved_diffs]}, left offloaded on {kinds[8-bit][offloaded_device]}; "
+        "nf4-dq: {kinds[nf4-dq][text_encoder_equal]}/{kinds[nf4-dq][text_encoder_tensors]} text encoder and "
+        "{kinds[nf4-dq][unet_equal]}/{kinds[nf4-dq][unet_tensors]} unet tensors equal, max abs diff "
+        "{kinds[nf4-dq][saved_diffs]}, left offloaded on {kinds[nf4-dq][offloaded_device]}"
+    ),
 )
 def save_offloaded_pipeline(workdir):
     import torch
@@ -305,7 +417,7 @@ def save_offloaded_pipeline(workdir):
 
     path = save_tiny_sd_pipeline(workdir / "pipe")
     make_bnb_offload_safe = _make_bnb_offload_safe()
-    results = []
+    kinds = {}
     for kind, config in (("8-bit", bnb_text_encoder_config("8bit")), ("nf4-dq", bnb_text_encoder_config("nf4", True))):
         reference = load_tiny_sd_pipeline(path, quantization_config=config)
         # bitsandbytes only approximately recovers 4-bit statistics after a CPU forward pass: copy them first.
@@ -322,18 +434,24 @@ def save_offloaded_pipeline(workdir):
         _encode(pipe.text_encoder)
         pipe.save_pretrained(workdir / f"saved-{kind}")
         saved = load_tiny_sd_pipeline(workdir / f"saved-{kind}", quantization_config=config)
-        results.append(
-            f"{kind}: {_equal_tensors(saved.text_encoder.state_dict(), expected_text_encoder)}/"
-            f"{len(expected_text_encoder)} text encoder and {_equal_tensors(saved.unet.state_dict(), expected_unet)}/"
-            f"{len(expected_unet)} unet tensors equal, max abs diff {_diffs(saved.text_encoder, expected, passes=1)}"
-        )
-    return "; ".join(results)
+        kinds[kind] = {
+            "text_encoder_equal": _equal_tensors(saved.text_encoder.state_dict(), expected_text_encoder),
+            "text_encoder_tensors": len(expected_text_encoder),
+            "unet_equal": _equal_tensors(saved.unet.state_dict(), expected_unet),
+            "unet_tensors": len(expected_unet),
+            "saved_diffs": _diffs(saved.text_encoder, expected, passes=1),
+            # The pipeline saved stays offloaded, and still computes the same.
+            "offloaded_device": pipe.text_encoder.embeddings.token_embedding.weight.device.type,
+            "offloaded_diffs": _diffs(pipe.text_encoder, expected, passes=1),
+        }
+    return {"kinds": kinds}
 
 
 @scenario(
     "bnb-4bit-dispatch-cpu-disk-then-peft",
     patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="transformers 4-bit double-quant model, dispatch_model with cpu + disk, PeftModel.from_pretrained",
+    text="make_bnb_offload_safe covered {covered} weights; max abs diff to the un-offloaded adapter model {diffs}",
 )
 def bnb_4bit_dispatch_cpu_disk_then_peft(workdir):
     import torch
@@ -384,26 +502,7 @@ def bnb_4bit_dispatch_cpu_disk_then_peft(workdir):
     }
     model = dispatch_model(model, device_map=device_map, offload_dir=workdir / "offload")
     model = PeftModel.from_pretrained(model, workdir / "adapter")
-    diffs = [round((logits(model) - expected).abs().max().item(), 6) for _ in range(3)]
-    return f"make_bnb_offload_safe covered {covered} weights; max abs diff to the un-offloaded adapter model {diffs}"
-
-
-@contextmanager
-def _missing_keys_warnings():
-    """The missing-keys warnings diffusers logs inside the block (scenarios share one interpreter: detach after)."""
-    messages = []
-
-    class Handler(logging.Handler):
-        def emit(self, record):
-            if "not found in the checkpoint" in record.getMessage():
-                messages.append(record.getMessage())
-
-    handler = Handler(logging.WARNING)
-    logging.getLogger("diffusers").addHandler(handler)
-    try:
-        yield messages
-    finally:
-        logging.getLogger("diffusers").removeHandler(handler)
+    return {"covered": covered, "diffs": [(logits(model) - expected).abs().max().item() for _ in range(3)]}
 
 
 def _wan22_typed_as_wan21(workdir, fmt):
@@ -420,24 +519,35 @@ def _wan22_typed_as_wan21(workdir, fmt):
         write_safetensors,
     )
 
-    state_dict = wan_original_state_dict(build_wan(wan_config("wan2.2-i2v")))
+    checkpoint_model = build_wan(wan_config("wan2.2-i2v"))
+    state_dict = wan_original_state_dict(checkpoint_model)
     path = str(workdir / f"wan22_i2v.{fmt}")
     (write_safetensors if fmt == "safetensors" else write_gguf)(state_dict, path)
     config = write_config_dir("WanTransformer3DModel", wan_config("wan2.1-i2v"), str(workdir / "wan21_i2v"))
     kwargs = {"quantization_config": GGUFQuantizationConfig(compute_dtype=torch.float32)} if fmt == "gguf" else {}
-    with _missing_keys_warnings() as warnings:
+    with diffusers_log_messages(logging.WARNING, "not found in the checkpoint") as warnings:
         model = WanTransformer3DModel.from_single_file(path, config=config, local_files_only=True, **kwargs)
-    count = warnings[0].split(": ", 1)[1].split(" keys")[0] if warnings else "0"
-    return (
-        f"loaded, {len(meta_tensors(model))} meta tensors left; {count} missing keys zero-initialized, "
-        f"{len(warnings)} warning(s)"
-    )
+    loaded = model.state_dict()
+    missing = set(loaded) - set(checkpoint_model.state_dict())
+    return {
+        "meta_tensors": len(meta_tensors(model)),
+        "missing_keys": len(missing),
+        "missing_keys_zero": sum(bool((loaded[name] == 0).all()) for name in missing),
+        "warnings": warnings,
+    }
+
+
+_WAN22_TYPED_AS_WAN21_TEXT = (
+    "{meta_tensors} meta tensors left; {missing_keys_zero}/{missing_keys} missing keys zero-initialized; "
+    "warned: {warnings}"
+)
 
 
 @scenario(
     "single-file-wan22-i2v-as-wan21-safetensors",
     patch="0005-materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="Wan2.2-I2V-like single file (safetensors) loaded with a Wan2.1-I2V config: keys missing",
+    text=_WAN22_TYPED_AS_WAN21_TEXT,
 )
 def wan22_typed_as_wan21_safetensors(workdir):
     return _wan22_typed_as_wan21(workdir, "safetensors")
@@ -447,6 +557,7 @@ def wan22_typed_as_wan21_safetensors(workdir):
     "single-file-wan22-i2v-as-wan21-gguf",
     patch="0005-materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="Wan2.2-I2V-like single file (GGUF Q8_0) loaded with a Wan2.1-I2V config: keys missing",
+    text=_WAN22_TYPED_AS_WAN21_TEXT,
 )
 def wan22_typed_as_wan21_gguf(workdir):
     return _wan22_typed_as_wan21(workdir, "gguf")
@@ -456,6 +567,7 @@ def wan22_typed_as_wan21_gguf(workdir):
     "single-file-include-buffers",
     patch="0005-materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="single-file Wan with ACCELERATE_INIT_INCLUDE_BUFFERS=1: RoPE buffers created on meta",
+    text="{meta_tensors} meta tensors left; RoPE equal: {rope_equal}; output max abs diff {output_diff}",
 )
 def include_buffers(workdir):
     import torch
@@ -474,60 +586,128 @@ def include_buffers(workdir):
     reference = build_wan(wan_config("t2v"))
     path = write_safetensors(wan_original_state_dict(reference), str(workdir / "wan.safetensors"))
     config = write_config_dir("WanTransformer3DModel", wan_config("t2v"), str(workdir / "cfg"))
-    os.environ["ACCELERATE_INIT_INCLUDE_BUFFERS"] = "1"
-    try:
+    with mock.patch.dict(os.environ, {"ACCELERATE_INIT_INCLUDE_BUFFERS": "1"}):
         model = WanTransformer3DModel.from_single_file(path, config=config, local_files_only=True)
-    finally:
-        del os.environ["ACCELERATE_INIT_INCLUDE_BUFFERS"]  # scenarios share one interpreter
     inputs = wan_inputs(wan_config("t2v"))
     with torch.no_grad():
-        equal = torch.equal(model(**inputs)[0], reference(**inputs)[0])
-    rope = torch.equal(model.rope.freqs_cos, reference.rope.freqs_cos)
-    return f"loaded, {len(meta_tensors(model))} meta tensors left; RoPE equal: {rope}; output equal: {equal}"
+        output_diff = (model(**inputs)[0] - reference(**inputs)[0]).abs().max().item()
+    return {
+        "meta_tensors": len(meta_tensors(model)),
+        "rope_equal": all(
+            torch.equal(getattr(model.rope, name), getattr(reference.rope, name))
+            for name in ("freqs_cos", "freqs_sin")
+        ),
+        "output_diff": output_diff,
+    }
+
+
+@scenario(
+    "single-file-bad-files",
+    patch="0005-materialize-tensors-left-on-meta-in-from-single-file.patch",
+    summary="truncated safetensors, GGUF with a corrupt header: the error names the file (upstream's does too)",
+    text=(
+        "safetensors: {errors[safetensors][type]}: {errors[safetensors][message]}; "
+        "gguf: {errors[gguf][type]}: {errors[gguf][message]}"
+    ),
+)
+def single_file_bad_files(workdir):
+    """Not an upstream failure: shows that materializing meta tensors does not hide what is wrong with the file."""
+    import torch
+    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
+
+    from .tiny_checkpoints import (
+        build_wan,
+        corrupt_gguf_header,
+        truncate_file,
+        wan_config,
+        wan_original_state_dict,
+        write_config_dir,
+        write_gguf,
+        write_safetensors,
+    )
+
+    state_dict = wan_original_state_dict(build_wan(wan_config("t2v")))
+    config = write_config_dir("WanTransformer3DModel", wan_config("t2v"), str(workdir / "cfg"))
+    broken = {
+        "safetensors": (truncate_file(write_safetensors(state_dict, str(workdir / "wan.safetensors"))), {}),
+        "gguf": (
+            corrupt_gguf_header(write_gguf(state_dict, str(workdir / "wan.gguf"))),
+            {"quantization_config": GGUFQuantizationConfig(compute_dtype=torch.float32)},
+        ),
+    }
+    errors = {}
+    for fmt, (path, kwargs) in broken.items():
+        try:
+            WanTransformer3DModel.from_single_file(path, config=config, local_files_only=True, **kwargs)
+        except Exception as e:
+            errors[fmt] = {"path": path, **error_of(e)}
+        else:
+            errors[fmt] = {"path": path, "type": None, "message": "loaded"}
+    return {"errors": errors}
 
 
 @scenario(
     "single-file-wan22-detection",
     patch="0006-tell-wan2-2-single-file-checkpoints-apart-from-wan2.patch",
-    summary="config picked for Wan2.2-I2V-A14B and Wan2.2-TI2V-5B single files (shapes only)",
+    summary="config picked for Wan2.1 / Wan2.2 single files and variants it cannot tell (shapes only)",
+    text="Wan2.2-I2V-A14B -> {picked[wan2.2-i2v-A14B]}, Wan2.2-TI2V-5B -> {picked[wan2.2-ti2v-5B]}",
 )
 def wan22_detection(workdir):
     from diffusers.loaders.single_file_utils import fetch_diffusers_config
 
-    from .tiny_checkpoints import wan_detection_checkpoint
+    from .tiny_checkpoints import WAN_REAL, wan_detection_checkpoint
 
-    picked = [
-        fetch_diffusers_config(wan_detection_checkpoint(name))["pretrained_model_name_or_path"]
-        for name in ("wan2.2-i2v-A14B", "wan2.2-ti2v-5B")
-    ]
-    if picked[0].startswith("Wan-AI/Wan2.1"):
-        raise ValueError(f"Wan2.2-I2V-A14B typed as {picked[0]}, Wan2.2-TI2V-5B as {picked[1]}")
-    return f"Wan2.2-I2V-A14B -> {picked[0]}, Wan2.2-TI2V-5B -> {picked[1]}"
+    picked = {}
+    for name in WAN_REAL:
+        try:
+            picked[name] = fetch_diffusers_config(wan_detection_checkpoint(name))["pretrained_model_name_or_path"]
+        except ValueError as e:
+            picked[name] = error_of(e)
+    return {"picked": picked}
 
 
 # A text encoder wide enough that its Linear weights dominate: 7.42 MB in float32, 2.02 MB in nf4.
 DEVICE_MAP_TEXT_ENCODER = {"hidden_size": 256, "intermediate_size": 1024}
 GPU_BUDGET_FITS_ONLY_QUANTIZED = 7_200_000
+# name -> (GPU 0 budget, CPU budget) of the device_map="balanced" plans the scenario computes
+PLAN_BUDGETS = {
+    "fits only quantized": (GPU_BUDGET_FITS_ONLY_QUANTIZED, "1GB"),
+    "two of three fit": (3_000_000, "1GB"),
+    "none fits GPU 0": (500_000, "1GB"),
+    "none fits anywhere": (500_000, 5_000_000),
+}
 
 
 @scenario(
     "bnb-device-map-balanced-plan",
     patch="0007-size-quantized-components-as-they-will-be-loaded.patch",
-    summary='nf4 text encoder, device_map="balanced", GPU 0 budgets of 7.2 / 3 / 0.5 MB: the plan',
+    summary='nf4 text encoder, device_map="balanced", GPU 0 budgets of 7.2 / 3 / 0.5 MB (and 5 MB of CPU): the plans',
+    text=(
+        "GPU 0 7.2 MB: {plans[fits only quantized]}; 3 MB: {plans[two of three fit]}; 0.5 MB: {plans[none fits GPU 0]}; "
+        "0.5 MB and CPU 5 MB: {plans[none fits anywhere]}; {weight_reads} weight files read while planning"
+    ),
 )
 def bnb_device_map_balanced_plan(workdir):
+    """Also shows patches 0008 (every component planned) and 0009 (raise before loading when nothing fits)."""
     path = save_tiny_sd_pipeline(workdir / "pipe", text_encoder_kwargs=DEVICE_MAP_TEXT_ENCODER)
-    plans = {
-        name: plan_with_budget(path, gpu, quantization_config=bnb_text_encoder_config())
-        for name, gpu in (("7.2 MB", GPU_BUDGET_FITS_ONLY_QUANTIZED), ("3 MB", 3_000_000), ("0.5 MB", 500_000))
-    }
-    return "; ".join(f"GPU 0 {name}: {plan}" for name, plan in plans.items())
+    plans = {}
+    with recording_weight_reads() as reads:
+        for name, (gpu, cpu) in PLAN_BUDGETS.items():
+            try:
+                plans[name] = plan_with_budget(path, gpu, cpu, quantization_config=bnb_text_encoder_config())
+            except ValueError as e:
+                plans[name] = error_of(e)
+    return {"plans": plans, "weight_reads": len(reads)}
 
 
 @scenario(
     "bnb-text-encoder-planned-on-cpu",
     patch="0010-run-bitsandbytes-components-planned-on-the-cpu-there.patch",
     summary='nf4 text encoder planned on "cpu" by device_map="balanced": load, run, compare to an un-offloaded run',
+    text=(
+        "hf_device_map={hf_device_map}; text encoder weights {weight_type} on {weight_device}, absmax on "
+        "{absmax_device}; max abs diff to an un-offloaded run per pass {diffs}"
+    ),
 )
 def bnb_text_encoder_planned_on_cpu(workdir):
     import torch
@@ -545,10 +725,13 @@ def bnb_text_encoder_planned_on_cpu(workdir):
             for _ in range(3)
         ]
     weight = pipe.text_encoder.encoder.layers[0].mlp.fc1.weight
-    return (
-        f"hf_device_map={pipe.hf_device_map}; text encoder weights {type(weight).__name__} on {weight.device}, "
-        f"absmax on {weight.quant_state.absmax.device}; max abs diff to an un-offloaded run over 3 passes: {max(diffs)}"
-    )
+    return {
+        "hf_device_map": pipe.hf_device_map,
+        "weight_type": type(weight).__name__,
+        "weight_device": str(weight.device),
+        "absmax_device": str(weight.quant_state.absmax.device),
+        "diffs": diffs,
+    }
 
 
 if __name__ == "__main__":

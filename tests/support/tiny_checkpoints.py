@@ -181,46 +181,6 @@ def wan_detection_checkpoint(name, prefix="model.diffusion_model."):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# QwenImage (its single-file "converter" is the identity, so a diffusers state dict with keys removed is a valid
-# single-file checkpoint of another family)
-# --------------------------------------------------------------------------------------------------------------
-
-QWEN_TINY = {
-    "patch_size": 2,
-    "in_channels": 16,
-    "out_channels": 4,
-    "num_layers": 2,
-    "attention_head_dim": 16,
-    "num_attention_heads": 4,
-    "joint_attention_dim": 16,
-    "guidance_embeds": False,
-    "axes_dims_rope": [8, 4, 4],
-}
-
-
-def build_qwen(config=None, seed=0):
-    import torch
-    from diffusers import QwenImageTransformer2DModel
-
-    torch.manual_seed(seed)
-    return _perturb_(QwenImageTransformer2DModel(**(config or QWEN_TINY)), seed).eval()
-
-
-def qwen_inputs(seed=0, height=4, width=4, text_len=7):
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    return {
-        "hidden_states": torch.randn(1, height * width, QWEN_TINY["in_channels"], generator=generator),
-        "encoder_hidden_states": torch.randn(1, text_len, QWEN_TINY["joint_attention_dim"], generator=generator),
-        "encoder_hidden_states_mask": torch.ones(1, text_len, dtype=torch.long),
-        "timestep": torch.tensor([0.5]),
-        "img_shapes": [(1, height, width)],
-        "return_dict": False,
-    }
-
-
-# --------------------------------------------------------------------------------------------------------------
 # Writers
 # --------------------------------------------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ Dimensions are multiples of 64: bitsandbytes' CPU 4-bit path needs that. diffuse
 imported before it is decided whether the patches are on.
 """
 
+from contextlib import contextmanager
 from pathlib import Path
+from unittest import mock
 
 
 def tiny_text_encoder(hidden_size=64, intermediate_size=128, num_hidden_layers=2, vocab_size=1000, seed=0):
@@ -129,19 +131,17 @@ def plan_with_budget(path, gpu_budget, cpu_budget="1GB", quantization_config=Non
         captured["plan"] = real(*args, **kw)
         raise _Planned
 
-    pipeline_utils._get_final_device_map = spy
-    try:
-        load_tiny_sd_pipeline(
-            path,
-            device_map="balanced",
-            max_memory={0: gpu_budget, "cpu": cpu_budget},
-            quantization_config=quantization_config,
-            **kwargs,
-        )
-    except _Planned:
-        pass
-    finally:
-        pipeline_utils._get_final_device_map = real
+    with mock.patch.object(pipeline_utils, "_get_final_device_map", spy):
+        try:
+            load_tiny_sd_pipeline(
+                path,
+                device_map="balanced",
+                max_memory={0: gpu_budget, "cpu": cpu_budget},
+                quantization_config=quantization_config,
+                **kwargs,
+            )
+        except _Planned:
+            pass
     return captured["plan"]
 
 
@@ -153,12 +153,8 @@ def load_with_plan(path, plan, quantization_config=None, **kwargs):
     """
     from diffusers.pipelines import pipeline_utils
 
-    real = pipeline_utils._get_final_device_map
-    pipeline_utils._get_final_device_map = lambda *args, **kw: dict(plan)
-    try:
+    with mock.patch.object(pipeline_utils, "_get_final_device_map", lambda *args, **kw: dict(plan)):
         return load_tiny_sd_pipeline(path, device_map="balanced", quantization_config=quantization_config, **kwargs)
-    finally:
-        pipeline_utils._get_final_device_map = real
 
 
 def loaded_size(model):
@@ -177,8 +173,9 @@ def loaded_size(model):
     return sum(t.numel() * t.element_size() for t in tensors.values())
 
 
-def count_weight_reads():
-    """Count safetensors reads from now on (planning must not read any weight). Returns the list of paths read."""
+@contextmanager
+def recording_weight_reads():
+    """The paths of the safetensors files read inside the block (planning must not read any weight)."""
     import safetensors
     import safetensors.torch
 
@@ -193,8 +190,11 @@ def count_weight_reads():
         reads.append(str(filename))
         return real_load_file(filename, *args, **kwargs)
 
-    safetensors.safe_open, safetensors.torch.load_file = safe_open, load_file
-    return reads
+    with (
+        mock.patch.object(safetensors, "safe_open", safe_open),
+        mock.patch.object(safetensors.torch, "load_file", load_file),
+    ):
+        yield reads
 
 
 def fixed_text_input(pipe_device="cpu", batch=1, length=16, seed=0):
@@ -202,23 +202,3 @@ def fixed_text_input(pipe_device="cpu", batch=1, length=16, seed=0):
 
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(3, 1000, (batch, length), generator=generator).to(pipe_device)
-
-
-def run_pipeline(pipe, steps=2, seed=0):
-    """One deterministic pipeline call with prompt embeddings from the text encoder (the tokenizer is None)."""
-    import torch
-
-    input_ids = fixed_text_input()
-    with torch.no_grad():
-        prompt_embeds = pipe.text_encoder(input_ids.to(pipe._execution_device))[0]
-    out = pipe(
-        prompt_embeds=prompt_embeds,
-        negative_prompt_embeds=torch.zeros_like(prompt_embeds),
-        num_inference_steps=steps,
-        guidance_scale=2.0,
-        height=32,
-        width=32,
-        output_type="pt",
-        generator=torch.Generator().manual_seed(seed),
-    ).images
-    return prompt_embeds, out
