@@ -199,14 +199,11 @@ def extract_sdist(sdist, prefix, dest):
         members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
         for member in members:
             member.name = member.name[len(prefix) :]
-            # Extraction filters only exist from Python 3.10.12 / 3.11.4 on: before, refuse escaping names ourselves.
             path = PurePosixPath(member.name)
-            if not hasattr(tarfile, "data_filter") and (path.is_absolute() or ".." in path.parts):
+            if path.is_absolute() or ".." in path.parts:
                 raise SeriesError(f"{sdist}: member {prefix}{member.name} would be extracted outside {dest}.")
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(dest, members=members, filter="data")
-        else:
-            tar.extractall(dest, members=members)
+        # The "data" filter (Python >= 3.10.12 / 3.11.4 only) also drops special permission bits.
+        tar.extractall(dest, members=members, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
 
 
 def _patch_hunks(patch_text):
@@ -282,10 +279,10 @@ def apply_series(project, repo, entries, three_way=False):
             "--cleanup=verbatim", "--trailer", f"{PATCH_FILENAME}: {name}")  # fmt: skip
 
 
-def scratch_checkout(project, dest, base=None, three_way=False, entries=None):
-    """A fresh clone of the pristine base in `dest` with the series (or `entries`) applied as commits; returns them."""
+def scratch_checkout(project, dest, base=None, three_way=False):
+    """A fresh clone of the pristine base in `dest` with the series applied as commits; returns the series entries."""
     base = base or project.read_base()
-    entries = project.read_series() if entries is None else entries
+    entries = project.read_series()
     repo = pristine_repo(base["version"], base["sdist_sha256"])
     if dest.exists():
         shutil.rmtree(dest)
@@ -302,51 +299,54 @@ def series_commits(repo):
 
 def export_commit(repo, commit):
     """The patch file of `commit`: `git format-patch` with fixed flags, without the `Patch-Filename:` trailer."""
-    return _strip_name_trailer(git(repo, "format-patch", *FORMAT_PATCH_FLAGS, "-1", commit, binary=True).stdout)
-
-
-def _strip_name_trailer(mail):
-    """`mail` without its `Patch-Filename:` line, as it was before `apply_series` added the trailer."""
+    mail = git(repo, "format-patch", *FORMAT_PATCH_FLAGS, "-1", commit, binary=True).stdout
     body_start = mail.index(b"\n\n") + 2  # after the mail headers
     body_end = body_start + re.search(rb"^diff --git ", mail[body_start:], re.MULTILINE).start()
-    lines = mail[body_start:body_end].splitlines(keepends=True)
+    body = _strip_name_trailer(mail[body_start:body_end].decode()).encode()
+    return mail[:body_start] + body + mail[body_end:]
+
+
+def _strip_name_trailer(message):
+    """`message` without its `Patch-Filename:` line, as it was before `apply_series` added the trailer."""
+    lines = message.splitlines(keepends=True)
     kept = []
     for number, line in enumerate(lines):
-        if line.startswith(f"{PATCH_FILENAME}:".encode()):
+        if line.startswith(f"{PATCH_FILENAME}:"):
             # Alone in its paragraph (the message had no trailer block): git put a blank line before it too.
-            if kept and kept[-1] == b"\n" and lines[number + 1 : number + 2] == [b"\n"]:
+            if kept and kept[-1] == "\n" and lines[number + 1 : number + 2] in ([], ["\n"]):
                 kept.pop()
             continue
         kept.append(line)
-    return mail[:body_start] + b"".join(kept) + mail[body_end:]
+    return "".join(kept)
 
 
-def commit_trailers(repo, commit):
-    """[(key, value), ...] of the trailer block of `commit`'s message, as git itself parses it."""
-    message = git(repo, "log", "-1", "--format=%B", commit).stdout
+def message_trailers(repo, message):
+    """[(key, value), ...] of the trailer block of a commit message, as git itself parses it."""
     parsed = git(repo, "interpret-trailers", "--parse", "--no-divider", input=message).stdout
     return [tuple(part.strip() for part in line.split(":", 1)) for line in parsed.splitlines()]
 
 
 def commit_name(repo, commit):
     """The patch file name a commit's `Patch-Filename:` trailer gives, or None."""
-    names = [value for key, value in commit_trailers(repo, commit) if key == PATCH_FILENAME]
+    message = git(repo, "log", "-1", "--format=%B", commit).stdout
+    names = [value for key, value in message_trailers(repo, message) if key == PATCH_FILENAME]
     return names[-1] if names else None
 
 
 def patch_metadata(repo, commit):
-    """Subject, body and DEP-3 fields of a series commit."""
+    """Subject, body and DEP-3 fields of the patch a series commit exports to."""
     subject = git(repo, "log", "-1", "--format=%s", commit).stdout.strip()
-    body = git(repo, "log", "-1", "--format=%b", commit).stdout.strip()
-    trailers = commit_trailers(repo, commit)
+    message = _strip_name_trailer(git(repo, "log", "-1", "--format=%B", commit).stdout)
+    trailers = message_trailers(repo, message)
+    body = message.strip().partition("\n\n")[2]
     if trailers:  # git's trailer block is the last paragraph of the message; the body is what precedes it
-        body = body.rpartition("\n\n")[0].strip()
+        body = body.rpartition("\n\n")[0]
     fields = {}
     for key, value in trailers:
         fields.setdefault(key, []).append(value)
     return {
         "subject": subject,
-        "body": body,
+        "body": body.strip(),
         "trailers": trailers,
         "bugs": fields.get("Bug", []),
         "origin": fields.get("Origin", [None])[-1],
@@ -556,7 +556,7 @@ def export_patches(project, out_dir, upstream_repo=None):
             shutil.copyfile(project.patches_dir / name, out_dir / name)
         (out_dir / "series").write_text("".join(f"{name}\n" for name in exported))
         # What upstream gets is verified as upstream would apply it: the files themselves, with plain `git am`.
-        scratch_checkout(project, repo, base, entries=[])
+        git(repo, "reset", "--quiet", "--hard", "pristine")
         for name in exported:
             result = git(repo, "am", *AM_FLAGS, str(out_dir / name), check=False)
             if result.returncode != 0:
@@ -670,8 +670,11 @@ def edit(project):
 def _unrefreshed_work(project, repo):
     if git(repo, "status", "--porcelain").stdout.strip():
         return True
-    commits = series_commits(repo)
-    exported = [(commit_name(repo, commit), export_commit(repo, commit)) for commit in commits]
+    try:
+        names = series_names(repo)
+    except SeriesError:  # commits that refresh would refuse are not in patches/ either
+        return True
+    exported = [(name, export_commit(repo, commit)) for name, commit in zip(names, series_commits(repo))]
     return exported != [(name, (project.patches_dir / name).read_bytes()) for name in project.read_series()]
 
 
