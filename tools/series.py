@@ -125,7 +125,12 @@ def run_isolated(command, cwd, check=True, input=None, binary=False):
     result = subprocess.run(
         command,
         cwd=cwd,
-        env={**os.environ, **_ISOLATED_ENV},
+        # The tools installed with this Python come first: upstream's scripts call `ruff` by name.
+        env={
+            **os.environ,
+            **_ISOLATED_ENV,
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]),
+        },
         input=input,
         capture_output=True,
         check=False,
