@@ -45,8 +45,9 @@ check-patches: $(STAMP)
 vendor: $(STAMP)
 	$(CLI) vendor
 
+# UPSTREAM_REPO=/path/to/diffusers (a git clone) also runs upstream's utils/check_copies.py on the patched tree.
 export-patches: $(STAMP)
-	$(CLI) export --out $(OUT)
+	$(CLI) export --out $(OUT) $(if $(UPSTREAM_REPO),--upstream-repo $(UPSTREAM_REPO))
 
 edit: $(STAMP)
 	$(CLI) edit

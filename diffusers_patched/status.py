@@ -29,7 +29,7 @@ def status_report():
     lines.extend(f"  problem: {problem}" for problem in problems)
     lines.append("patches:")
     for patch in _vendor.PATCHES:
-        upstream = f"Fixes {patch['fixes']}" if patch["fixes"] else "no upstream issue"
+        upstream = f"bug: {', '.join(patch['bugs'])}" if patch["bugs"] else f"origin: {patch['origin']}"
         applied = f", applied upstream: {patch['applied_upstream']}" if patch["applied_upstream"] else ""
         lines.append(f"  {patch['file']}: {patch['subject']} [{upstream}; forwarded: {patch['forwarded']}{applied}]")
     lines.append("vendored modules:")

@@ -223,7 +223,7 @@ def test_status_command_reports_upstream_activation_patches_and_vendored_modules
     for patch in _vendor.PATCHES:
         line = next(line for line in lines if line.startswith(f"  {patch['file']}: "))
         assert patch["subject"] in line
-        assert (f"Fixes {patch['fixes']}" if patch["fixes"] else "no upstream issue") in line
+        assert (f"bug: {', '.join(patch['bugs'])}" if patch["bugs"] else f"origin: {patch['origin']}") in line
         assert f"forwarded: {patch['forwarded']}" in line
     assert "vendored modules:" in lines
     assert f"  {VENDORED}: not loaded" in lines

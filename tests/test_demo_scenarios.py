@@ -7,13 +7,16 @@ numbers, counts, devices or the error it raised; the tests assert on those. Test
 
 import pytest
 import torch
+from conftest import REPO_ROOT
 
 from tests.support.scenarios import PLAN_BUDGETS, SCENARIOS
+from tools.series import Project
 
 
 upstream = pytest.mark.upstream
 
-# What upstream raises when enable_sequential_cpu_offload(device="cpu") moves weights to "cpu:0" (patch 0002).
+# What upstream raises when enable_sequential_cpu_offload(device="cpu") moves weights to "cpu:0"
+# (sequential-offload-keeps-the-user-device).
 CPU_DEVICE_ERROR = "new() received an invalid combination of arguments - got (Tensor, requires_grad=bool)"
 CAST_ERROR = "You cannot cast a bitsandbytes model in a new `dtype`"
 META_COPY_ERROR = "Cannot copy out of meta tensor; no data!"
@@ -43,7 +46,12 @@ def test_every_scenario_is_tested_on_both_sides():
         assert any(scenario.startswith(test) and f"{test}_upstream" in tests for test in tests), name
 
 
-# 0001: bitsandbytes text encoders under a device_map are loaded by transformers with low_cpu_mem_usage=False.
+def test_every_scenario_names_a_patch_of_the_series():
+    series = Project(REPO_ROOT).read_series()
+    assert {name: scenario.patch for name, scenario in SCENARIOS.items() if scenario.patch not in series} == {}
+
+
+# pipelines-detect-bitsandbytes-in-load-sub-model: bitsandbytes text encoders under a device_map are loaded by transformers with low_cpu_mem_usage=False.
 
 
 @upstream
@@ -66,7 +74,7 @@ def test_bnb_text_encoder_with_device_map(patched_outcomes):
     }
 
 
-# 0002: enable_sequential_cpu_offload(device="cpu") offloads to that device.
+# sequential-offload-keeps-the-user-device: enable_sequential_cpu_offload(device="cpu") offloads to that device.
 
 
 @upstream
@@ -91,7 +99,7 @@ def test_bnb_8bit_sequential_offload_and_lora(patched_outcomes):
     assert_all_zero(result["diffs_with_lora"], 3)
 
 
-# 0003: LoRA loading keeps a quantized text encoder's dtype instead of casting it.
+# lora-keep-quantized-text-encoder-dtype: LoRA loading keeps a quantized text encoder's dtype instead of casting it.
 
 
 @upstream
@@ -104,7 +112,7 @@ def test_lora_into_bnb_text_encoder(patched_outcomes):
     assert result == {"adapters": ["default_0"], "is_quantized": True}
 
 
-# 0004: 4-bit quantization statistics survive accelerate's offload hooks.
+# bnb-4bit-quant-state-survives-offload-hooks: 4-bit quantization statistics survive accelerate's offload hooks.
 
 
 @upstream
@@ -168,7 +176,7 @@ def test_bnb_4bit_dispatch_cpu_disk_then_peft(patched_outcomes):
     assert_all_zero(result["diffs"], 3)
 
 
-# 0005: from_single_file leaves no tensor on meta and reports missing keys once.
+# materialize-tensors-left-on-meta-in-from-single-file (and the missing-keys patches after it): from_single_file leaves no tensor on meta and reports missing keys once.
 
 
 @upstream
@@ -214,7 +222,7 @@ def test_single_file_bad_files(patched_outcomes):
     _assert_bad_files_named(result_of(patched_outcomes["single-file-bad-files"])["errors"])
 
 
-# 0006: Wan2.2 single files are told apart from Wan2.1; variants detection cannot tell ask for a `config`.
+# tell-wan2-2-single-file-checkpoints-apart-from-wan2-1: Wan2.2 single files are told apart from Wan2.1; variants detection cannot tell ask for a `config`.
 
 
 @upstream
@@ -242,7 +250,7 @@ def test_single_file_wan22_detection(patched_outcomes):
         assert error["message"].startswith("Cannot infer which Wan model") and "`config`" in error["message"], name
 
 
-# 0007-0009: device_map="balanced" plans quantized components at their loaded size, plans every component, and
+# The device-map planning patches (size-bitsandbytes-components-... to raise-when-...-fit-nowhere): device_map="balanced" plans quantized components at their loaded size, plans every component, and
 # raises before loading when they fit nowhere. Planning reads no weight, on either side.
 
 
@@ -275,7 +283,7 @@ def test_bnb_device_map_balanced_plan(patched_outcomes):
     assert result["weight_reads"] == 0
 
 
-# 0010: a bitsandbytes component planned on the CPU is loaded and runs there.
+# run-bitsandbytes-components-planned-on-the-cpu-there: a bitsandbytes component planned on the CPU is loaded and runs there.
 
 
 @upstream
@@ -298,7 +306,7 @@ def test_bnb_text_encoder_planned_on_cpu(patched_outcomes):
     }
 
 
-# 0011: save_pretrained of an offloaded pipeline saves its weights, not meta placeholders.
+# save-offloaded-weights-not-meta-placeholders: save_pretrained of an offloaded pipeline saves its weights, not meta placeholders.
 
 
 @upstream

@@ -218,14 +218,12 @@ def test_changed_files_pass_upstream_ruff(project, tmp_path):
 
 def test_exported_patches_git_am_onto_the_pristine_sdist_giving_the_vendored_files(project, tmp_path, releases):
     out = tmp_path / "out"
-    paths = series.export_patches(project, out)
-    assert [path.name for path in paths] == SERIES
+    paths, left_out = series.export_patches(project, out)
+    assert [path.name for path in paths] == SERIES and left_out == {}
     assert (out / "series").read_text().split() == SERIES
     # A fresh repository from the pristine sdist, made without series.py.
     fresh = tmp_path / "fresh"
-    with tarfile.open(releases["sdist"]) as tar:
-        tar.extractall(tmp_path / "extracted", filter="data")
-    (tmp_path / "extracted" / f"diffusers-{BASE['version']}").rename(fresh)
+    series.extract_sdist(releases["sdist"], f"diffusers-{BASE['version']}/", fresh)
     run_git(fresh, "init", "--quiet")
     run_git(fresh, "add", "--all", "--force")
     run_git(fresh, "commit", "--quiet", "-m", "pristine")
@@ -476,10 +474,10 @@ def test_rebase_continue_without_a_rebase(project):
 # Edit + refresh.
 
 
-def commit_change(repo, path, text, subject):
+def commit_change(repo, path, text, message):
     with (repo / path).open("a") as f:
         f.write(text)
-    run_git(repo, "commit", "--quiet", "-am", subject)
+    run_git(repo, "commit", "--quiet", "-am", message)
 
 
 def test_refresh_adds_a_new_commit_as_a_new_patch(project):
@@ -489,10 +487,10 @@ def test_refresh_adds_a_new_commit_as_a_new_patch(project):
         repo,
         "src/diffusers/utils/doc_utils.py",
         "\n\n# A small synthetic change.\n",
-        "Add a synthetic note to doc_utils",
+        message("Add a synthetic note to doc_utils", *GOOD_TRAILERS),
     )
     names = series.refresh(project)
-    new_patch = f"{len(SERIES) + 1:04d}-add-a-synthetic-note-to-doc-utils.patch"
+    new_patch = "add-a-synthetic-note-to-doc-utils.patch"
     assert names == SERIES + [new_patch]
     assert project.read_series() == names
     for name in SERIES:  # the existing patches keep their names and bytes
@@ -536,3 +534,303 @@ def test_check_rejects_a_change_that_fails_upstream_ruff(project):
     series.refresh(project)
     message = series_error(series.check, project)
     assert "ruff check (upstream's config) fails" in message and "F401" in message
+
+
+# Patch file names: carried by a Patch-Filename trailer through build/series, never written into patch files.
+
+NOTE_FILE = "src/diffusers/utils/doc_utils.py"
+BODY = "A synthetic change: the tests need a patch whose message passes the metadata lint."
+
+
+def message(subject, *trailers, body=BODY):
+    return "\n\n".join([subject, *([body] if body else []), *(["\n".join(trailers)] if trailers else [])]) + "\n"
+
+
+GOOD_TRAILERS = ("Bug: https://github.com/huggingface/diffusers/issues/1", "Forwarded: no")
+
+
+@pytest.fixture
+def empty_project(tmp_path):
+    """A project on the real base release with an empty series, for synthetic patches."""
+    root = tmp_path / "empty-project"
+    (root / "patches").mkdir(parents=True)
+    project = series.Project(root)
+    project.write_series([])
+    project.write_base({**BASE, "files": {}})
+    series.vendor(project)
+    return project
+
+
+def add_patch(project, commit_message, text="\n\n# A synthetic note.\n", path=NOTE_FILE):
+    """`make edit`, commit a change with `commit_message` on top of the series, `make refresh`."""
+    series.edit(project)
+    commit_change(project.work_dir, path, text, commit_message)
+    return series.refresh(project)
+
+
+def manifest(project):
+    namespace = {}
+    exec((project.vendor_dir / "__init__.py").read_text(), namespace)
+    return namespace["PATCHES"]
+
+
+def reword_head(repo, transform):
+    """Amend the message of HEAD with `transform(message)`, as `git commit --amend` in an editor would."""
+    old = run_git(repo, "log", "-1", "--format=%B")[: -len("\n")]
+    (repo / ".git" / "NEW_MESSAGE").write_text(transform(old))
+    run_git(repo, "commit", "--quiet", "--amend", "--cleanup=verbatim", "-F", ".git/NEW_MESSAGE")
+
+
+def test_edit_names_each_commit_by_a_trailer_that_patch_files_never_contain(project):
+    series.edit(project)
+    repo = project.work_dir
+    names = run_git(repo, "log", "--reverse", "--format=%(trailers:key=Patch-Filename,valueonly)", "pristine..HEAD")
+    assert names.split() == SERIES
+    assert not any("Patch-Filename" in (project.patches_dir / name).read_text() for name in SERIES)
+    assert all(not re.match(r"\d{4}-", name) for name in SERIES)  # the order lives in patches/series only
+
+
+def test_upstream_style_subject_survives_edit_refresh_and_check(empty_project):
+    project = empty_project
+    names = add_patch(project, message("[LoRA] Add a synthetic note", *GOOD_TRAILERS))
+    assert names == ["lora-add-a-synthetic-note.patch"]
+    text = (project.patches_dir / names[0]).read_text()
+    assert "\nSubject: [LoRA] Add a synthetic note\n" in text and "Patch-Filename" not in text
+    before = snapshot(project.root)
+    assert series.edit(project) == names  # git am --keep-non-patch keeps "[LoRA] "
+    assert run_git(project.work_dir, "log", "-1", "--format=%s").strip() == "[LoRA] Add a synthetic note"
+    assert series.refresh(project) == names
+    assert snapshot(project.root) == before
+    assert series.check(project) == names
+    assert manifest(project)[0]["subject"] == "[LoRA] Add a synthetic note"
+
+
+def test_rewording_a_subject_keeps_the_patch_file_name(project):
+    series.edit(project)
+    reword_head(project.work_dir, lambda text: "Reworded: " + text)
+    assert series.refresh(project) == SERIES
+    assert "\nSubject: Reworded: " in (project.patches_dir / SERIES[-1]).read_text()
+    for name in SERIES[:-1]:
+        assert (project.patches_dir / name).read_bytes() == (REPO_ROOT / "patches" / name).read_bytes()
+
+
+def test_a_patch_inserted_mid_series_renames_no_other_patch(empty_project):
+    project = empty_project
+    add_patch(project, message("Add a first note", *GOOD_TRAILERS))
+    first_two = add_patch(project, message("Add a second note", *GOOD_TRAILERS), text="# Second.\n")
+    before = {name: (project.patches_dir / name).read_bytes() for name in first_two}
+    series.edit(project)
+    repo = project.work_dir
+    second = run_git(repo, "rev-parse", "HEAD").strip()
+    run_git(repo, "reset", "--quiet", "--hard", "HEAD~1")
+    commit_change(repo, "src/diffusers/utils/constants.py", "\n\n# Inserted.\n", message("Add a note", *GOOD_TRAILERS))
+    run_git(repo, "cherry-pick", second)
+    names = series.refresh(project)
+    assert names == [first_two[0], "add-a-note.patch", first_two[1]]
+    assert project.read_series() == names
+    assert {name: (project.patches_dir / name).read_bytes() for name in first_two} == before
+    assert series.check(project) == names
+
+
+def test_new_patch_whose_subject_names_an_existing_patch_is_refused(empty_project):
+    project = empty_project
+    [name] = add_patch(project, message("Add a synthetic note", *GOOD_TRAILERS))
+    series.edit(project)
+    commit_change(project.work_dir, NOTE_FILE, "# Another.\n", message("Add a synthetic note", *GOOD_TRAILERS))
+    before = snapshot(project.root)
+    error = series_error(series.refresh, project)
+    assert f"would be named {name}, which another patch already has" in error
+    assert "reword its subject" in error and "--trailer 'Patch-Filename: <name>.patch'" in error
+    assert snapshot(project.root) == before
+    # The remedy the message names works.
+    run_git(
+        project.work_dir, "commit", "--quiet", "--amend", "--no-edit", "--trailer", "Patch-Filename: another.patch"
+    )
+    assert series.refresh(project) == [name, "another.patch"]
+    assert "Patch-Filename" not in (project.patches_dir / "another.patch").read_text()
+
+
+def test_refresh_of_a_build_made_by_the_old_tooling_names_patches_by_their_subjects(project):
+    # The old tooling applied the patches with plain git am: no Patch-Filename trailers.
+    repo = project.work_dir
+    series.edit(project)
+    run_git(repo, "reset", "--quiet", "--hard", "pristine")
+    for name in SERIES:
+        run_git(repo, "am", "--quiet", str(project.patches_dir / name))
+    subjects = run_git(repo, "log", "--reverse", "--format=%s", "pristine..HEAD").splitlines()
+    names = series.refresh(project)
+    assert names == [series._patch_name(subject) for subject in subjects]
+    for old, new in zip(SERIES, names):
+        assert (project.patches_dir / new).read_bytes() == (REPO_ROOT / "patches" / old).read_bytes()
+    assert sorted(p.name for p in project.patches_dir.glob("*.patch")) == sorted(names)
+
+
+def test_rebase_keeps_a_reworded_patch_under_its_name(first_patch_project):
+    project = first_patch_project
+    series.edit(project)
+    reword_head(project.work_dir, lambda text: "Reworded: " + text)
+    series.refresh(project)
+    names, dropped = series.rebase(project, "0.42.2")
+    assert names == [FIRST_PATCH] and dropped == []
+    assert "\nSubject: Reworded: " in (project.patches_dir / FIRST_PATCH).read_text()
+
+
+# DEP-3 metadata, parsed with git interpret-trailers.
+
+
+def test_several_bug_trailers_are_kept_in_the_vendored_manifest(empty_project):
+    project = empty_project
+    bugs = ["https://github.com/huggingface/diffusers/issues/1", "https://github.com/huggingface/diffusers/issues/2"]
+    [name] = add_patch(project, message("Add a synthetic note", f"Bug: {bugs[0]}", f"Bug: {bugs[1]}", "Forwarded: no"))
+    assert manifest(project) == [
+        {
+            "file": name,
+            "subject": "Add a synthetic note",
+            "bugs": bugs,
+            "origin": None,
+            "forwarded": "no",
+            "applied_upstream": None,
+        }
+    ]
+    assert series.check(project) == [name]
+
+
+@pytest.mark.parametrize(
+    "commit_message, missing",
+    [
+        (message("Add a synthetic note", *GOOD_TRAILERS, body=None), "no body"),
+        (message("Add a synthetic note", GOOD_TRAILERS[0]), "no `Forwarded:` trailer"),
+        (message("Add a synthetic note", GOOD_TRAILERS[1]), "no `Bug:` or `Origin:` trailer"),
+        # Not a trailer: with it, git sees no trailer block, so neither field is there.
+        (message("Add a synthetic note", "Fixes #1", *GOOD_TRAILERS), "git finds no trailer block"),
+    ],
+)
+def test_check_names_the_patch_and_the_missing_metadata(empty_project, commit_message, missing):
+    project = empty_project
+    [name] = add_patch(project, commit_message)
+    error = series_error(series.check, project)
+    assert f"{name}: {missing}" in error
+    assert error.count(f"{name}: ") == (3 if missing == "git finds no trailer block" else 1)
+
+
+def test_origin_stands_in_for_bug(empty_project):
+    project = empty_project
+    names = add_patch(
+        project, message("Add a synthetic note", "Origin: upstream, https://example.com/pr/1", "Forwarded: no")
+    )
+    assert series.check(project) == names
+    assert manifest(project)[0]["origin"] == "upstream, https://example.com/pr/1"
+
+
+# Export: upstream-ready patches only, verified as upstream would apply them.
+
+LOCAL_ONLY = message("Keep a local policy note", "Origin: diffusers-patched", "Forwarded: not-needed")
+
+
+def test_export_leaves_out_local_only_patches_and_says_why(empty_project, tmp_path):
+    project = empty_project
+    add_patch(project, message("Add a synthetic note", *GOOD_TRAILERS))
+    names = add_patch(project, LOCAL_ONLY, text="\n\n# Local policy.\n", path="src/diffusers/utils/constants.py")
+    out = tmp_path / "out"
+    paths, left_out = series.export_patches(project, out)
+    assert [path.name for path in paths] == names[:1]
+    assert left_out == {names[1]: "Forwarded: not-needed (a local-only policy patch)"}
+    assert sorted(p.name for p in out.iterdir()) == sorted([names[0], "series"])
+    exported = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert series.export_patches(project, out) == (paths, left_out)  # a re-run is byte-identical
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == exported
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.cli", "export", "--out", str(out), "--root", str(project.root)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"left out {names[1]}: Forwarded: not-needed" in result.stdout
+
+
+def test_check_refuses_a_local_only_patch_before_an_upstream_one(empty_project):
+    project = empty_project
+    add_patch(project, LOCAL_ONLY, text="\n\n# Local policy.\n", path="src/diffusers/utils/constants.py")
+    names = add_patch(project, message("Add a synthetic note", *GOOD_TRAILERS))
+    error = series_error(series.check, project)
+    assert f"{names[1]} follows the local-only (`Forwarded: not-needed`) patch {names[0]}" in error
+
+
+def fake_upstream(tmp_path, script):
+    """A git repository with `utils/check_copies.py` = `script` at tag v<base version>."""
+    repo = tmp_path / "upstream"
+    (repo / "utils").mkdir(parents=True)
+    (repo / "utils" / "check_copies.py").write_text(script)
+    run_git(repo, "init", "--quiet")
+    run_git(repo, "add", "utils")
+    run_git(repo, "commit", "--quiet", "-m", "upstream")
+    run_git(repo, "tag", f"v{BASE['version']}")
+    return repo
+
+
+def test_export_runs_upstreams_check_copies_on_the_patched_tree(empty_project, tmp_path):
+    project = empty_project
+    names = add_patch(project, message("Add a synthetic note", *GOOD_TRAILERS))
+    # Upstream's script runs from the root of the patched tree, where it finds the patched file.
+    upstream = fake_upstream(
+        tmp_path,
+        "import sys\n"
+        "if '# A synthetic note.' in open('src/diffusers/utils/doc_utils.py').read():\n"
+        "    sys.exit('Found the following copy inconsistencies: doc_utils.py')\n",
+    )
+    error = series_error(series.export_patches, project, tmp_path / "out", upstream)
+    assert f"upstream's utils/check_copies.py (from v{BASE['version']}) fails on the patched tree" in error
+    assert "copy inconsistencies: doc_utils.py" in error
+    (upstream / "utils" / "check_copies.py").write_text("import os\nassert os.path.isdir('src/diffusers')\n")
+    run_git(upstream, "commit", "--quiet", "-am", "passes")
+    run_git(upstream, "tag", "--force", f"v{BASE['version']}")
+    paths, _ = series.export_patches(project, tmp_path / "out", upstream)
+    assert [path.name for path in paths] == names
+    assert not (project.root / "utils").exists()
+
+
+# The isolated wrapper and extraction on every supported Python.
+
+
+def test_every_git_and_ruff_call_goes_through_the_isolated_wrapper(empty_project, monkeypatch):
+    project = empty_project
+    add_patch(project, message("Add a synthetic note", *GOOD_TRAILERS))
+    calls = []
+    real_run = subprocess.run
+
+    def recording_run(command, **kwargs):
+        calls.append((command, kwargs.get("env") or {}))
+        return real_run(command, **kwargs)
+
+    monkeypatch.setattr(series.subprocess, "run", recording_run)
+    series.check(project)
+    series.edit(project)
+    assert {command[0] for command, _ in calls} == {"git", sys.executable}
+    assert any(command[1:3] == ["-m", "ruff"] for command, _ in calls)
+    assert any(command[1] == "clone" for command, _ in calls if command[0] == "git")
+    for command, env in calls:
+        assert env.get("GIT_CONFIG_GLOBAL") == os.devnull and env.get("GIT_CONFIG_NOSYSTEM") == "1", command
+
+
+def sdist_with(tmp_path, names):
+    sdist = tmp_path / "sdist.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        for name in names:
+            member = tarfile.TarInfo(name)
+            member.size = 3
+            tar.addfile(member, io.BytesIO(b"ok\n"))
+    return sdist
+
+
+@pytest.mark.parametrize("filters", ["with extraction filters", "without them (Python < 3.10.12 / 3.11.4)"])
+def test_sdist_extraction_refuses_members_outside_the_tree(tmp_path, monkeypatch, filters):
+    if filters.startswith("without"):
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    good = sdist_with(tmp_path, ["diffusers-9.9.9/src/a.py"])
+    series.extract_sdist(good, "diffusers-9.9.9/", tmp_path / "good")
+    assert (tmp_path / "good" / "src" / "a.py").read_bytes() == b"ok\n"
+    bad = sdist_with(tmp_path, ["diffusers-9.9.9/../../escaped.py"])
+    with pytest.raises(series.SeriesError, match="would be extracted outside"):
+        series.extract_sdist(bad, "diffusers-9.9.9/", tmp_path / "bad" / "tree")
+    assert not (tmp_path / "escaped.py").exists() and not (tmp_path / "bad" / "escaped.py").exists()

@@ -10,7 +10,7 @@ from . import series
 COMMANDS = {
     "vendor": "regenerate diffusers_patched/_vendor from pristine upstream + patches/series",
     "check": "lint the series, apply it exactly, require vendored tree and patches to be up to date",
-    "export": "write the series as upstream-ready mbox patches",
+    "export": "write the upstream-ready patches (not the `Forwarded: not-needed` ones) as mbox files, verified",
     "edit": "make build/series: pristine + series as git commits to change",
     "refresh": "rewrite patches and vendored tree from the commits in build/series",
     "rebase": "replay the series onto another upstream release with a 3-way merge",
@@ -27,14 +27,19 @@ def run(args):
         entries = series.check(project)
         return f"series OK: {len(entries)} patch(es) apply exactly, vendored tree and patch files are up to date"
     if args.command == "export":
-        paths = series.export_patches(project, args.out)
-        return "\n".join(str(path) for path in paths)
+        paths, left_out = series.export_patches(project, args.out, args.upstream_repo)
+        report = [str(path) for path in paths]
+        report.extend(f"left out {name}: {why}" for name, why in left_out.items())
+        checks = "upstream's ruff" + (" and utils/check_copies.py" if args.upstream_repo else "")
+        report.append(f"verified: they `git am` onto the pristine release and pass {checks}")
+        return "\n".join(report)
     if args.command == "edit":
         series.edit(project)
         return (
             f"{project.work_dir} holds pristine + series as commits. Commit your change there (a new commit for a "
             "new patch, `git commit --fixup` + `git rebase -i --autosquash pristine` for an existing one), then run "
-            "`make refresh`."
+            "`make refresh`. Each commit's `Patch-Filename:` trailer names its patch file; a new commit without one "
+            "is named after its subject."
         )
     if args.command == "refresh":
         names = series.refresh(project)
@@ -56,6 +61,11 @@ def main(argv=None):
         command.add_argument("--root", type=Path, default=Path.cwd(), help="diffusers-patched checkout")
         if name == "export":
             command.add_argument("--out", type=Path, required=True)
+            command.add_argument(
+                "--upstream-repo",
+                type=Path,
+                help="a diffusers git repository: also run its utils/check_copies.py (the sdist lacks utils/)",
+            )
         if name == "rebase":
             command.add_argument("version")
     args = parser.parse_args(argv)

@@ -3,6 +3,10 @@
 Every operation drives real git in a scratch repository whose first commit is the pristine upstream
 sdist and whose following commits are the series, one commit per patch (`git am`). Exports use
 fixed `git format-patch` flags and an isolated git configuration, so a re-export is byte-identical.
+
+The order of the series lives only in `patches/series`; a patch's file name is carried through the
+scratch commits by a `Patch-Filename:` trailer (as Electron's patch tooling does), added when a patch
+is applied and stripped when it is exported, so patch files never contain it.
 """
 
 import hashlib
@@ -15,7 +19,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 
 UPSTREAM = "diffusers"
@@ -29,8 +33,17 @@ FORMAT_PATCH_FLAGS = [
     "--no-renames",
     "--stdout",
 ]
-# Pristine and scratch commits get fixed identities and dates so their ids never churn.
-_GIT_IDENTITY = {
+# `git am` flags: keep "[LoRA] ..."-style subject prefixes (format-patch --keep-subject writes them as they are)
+# while still dropping a "[PATCH]" prefix, e.g. of a patch downloaded from a pull request.
+AM_FLAGS = ["--quiet", "--keep-non-patch"]
+PATCH_FILENAME = "Patch-Filename"
+_PATCH_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*\.patch")
+# Pristine and scratch commits get fixed identities and dates so their ids never churn; no user or system
+# configuration (hooks, trailer or diff settings) and a fixed locale, so results do not depend on the machine.
+_ISOLATED_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "LC_ALL": "C",
     "GIT_AUTHOR_NAME": "diffusers-patched",
     "GIT_AUTHOR_EMAIL": "diffusers-patched@localhost",
     "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
@@ -39,7 +52,6 @@ _GIT_IDENTITY = {
     "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
 }
 SERIES_HEADER = "# diffusers-patched series: applied in order onto pristine diffusers (see base.json).\n"
-_TRAILER_RE = re.compile(r"^(Fixes|Forwarded|Applied-Upstream|Bug|Origin):? +(.+)$", re.MULTILINE)
 _HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@.*$", re.MULTILINE)
 
 
@@ -105,19 +117,33 @@ class Project:
         self.series_file.write_text(SERIES_HEADER + "".join(f"{name}\n" for name in entries))
 
 
-def git(repo, *args, check=True, input=None):
-    """Run git with no user or system configuration, so results do not depend on the machine."""
-    env = {
-        **os.environ,
-        **_GIT_IDENTITY,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "LC_ALL": "C",
-    }
-    result = subprocess.run(["git", "-C", str(repo), *args], env=env, input=input, capture_output=True, check=False)
+def run_isolated(command, cwd, check=True, input=None, binary=False):
+    """Run a tool (git, ruff, upstream's scripts) in `cwd` with the isolated environment.
+
+    Output is text unless `binary`: patch files and pristine blobs are compared and hashed byte for byte.
+    """
+    result = subprocess.run(
+        command,
+        cwd=cwd,
+        # The tools installed with this Python come first: upstream's scripts call `ruff` by name.
+        env={
+            **os.environ,
+            **_ISOLATED_ENV,
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]),
+        },
+        input=input,
+        capture_output=True,
+        check=False,
+        **({} if binary else {"encoding": "utf-8", "errors": "replace"}),
+    )
     if check and result.returncode != 0:
-        raise SeriesError(f"git {' '.join(args)} failed in {repo}:\n{result.stderr.decode(errors='replace')}")
+        stderr = result.stderr.decode(errors="replace") if binary else result.stderr
+        raise SeriesError(f"{' '.join(map(str, command))} failed in {cwd}:\n{stderr}")
     return result
+
+
+def git(repo, *args, **kwargs):
+    return run_isolated(["git", *args], repo, **kwargs)
 
 
 def sha256_of(path):
@@ -164,17 +190,25 @@ def pristine_repo(version, expected_sha256=None):
         return repo
     repo.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=repo.parent))
-    with tarfile.open(sdist) as tar:
-        prefix = f"{UPSTREAM}-{version}/"
-        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
-        for member in members:
-            member.name = member.name[len(prefix) :]
-        tar.extractall(staging, members=members, filter="data")
+    extract_sdist(sdist, f"{UPSTREAM}-{version}/", staging)
     git(staging, "init", "--quiet", "--initial-branch=upstream")
     git(staging, "add", "--all", "--force")
     git(staging, "commit", "--quiet", "--no-verify", "-m", f"{UPSTREAM} {version} (pristine sdist)")
     staging.rename(repo)
     return repo
+
+
+def extract_sdist(sdist, prefix, dest):
+    """Extract the regular files under `prefix` of the tarball `sdist` into `dest`, without `prefix`."""
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
+        for member in members:
+            member.name = member.name[len(prefix) :]
+            path = PurePosixPath(member.name)
+            if path.is_absolute() or ".." in path.parts:
+                raise SeriesError(f"{sdist}: member {prefix}{member.name} would be extracted outside {dest}.")
+        # The "data" filter (Python >= 3.10.12 / 3.11.4 only) also drops special permission bits.
+        tar.extractall(dest, members=members, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
 
 
 def _patch_hunks(patch_text):
@@ -229,19 +263,25 @@ def _hunk_containing(hunks, line):
 
 
 def apply_series(project, repo, entries, three_way=False):
-    """`git am` each patch in order onto `repo`, with zero fuzz and zero offset unless `three_way`."""
+    """`git am` each patch in order onto `repo`, with zero fuzz and zero offset unless `three_way`.
+
+    Each commit gets a `Patch-Filename:` trailer naming its patch file, which `refresh` and `rebase` keep the name by.
+    """
     for name in entries:
         patch = project.patches_dir / name
         patch_text = patch.read_text(errors="replace")
         if not three_way:
             check = git(repo, "apply", "--check", "--verbose", str(patch), check=False)
-            output = check.stdout.decode(errors="replace") + check.stderr.decode(errors="replace")
+            output = check.stdout + check.stderr
             if check.returncode != 0 or "(offset " in output:
                 raise SeriesError(_apply_error(name, patch_text, output))
-        result = git(repo, "am", "--quiet", *(["--3way"] if three_way else []), str(patch), check=False)
+        result = git(repo, "am", *AM_FLAGS, *(["--3way"] if three_way else []), str(patch), check=False)
         if result.returncode != 0:
             git(repo, "am", "--abort", check=False)
-            raise SeriesError(f"{name} could not be applied with git am: {result.stderr.decode(errors='replace')}")
+            raise SeriesError(f"{name} could not be applied with git am: {result.stderr}")
+        # git places the trailer as `git commit --trailer` would: in the DEP-3 trailer block if there is one.
+        git(repo, "-c", "trailer.ifexists=replace", "commit", "--quiet", "--amend", "--no-edit", "--no-verify",
+            "--cleanup=verbatim", "--trailer", f"{PATCH_FILENAME}: {name}")  # fmt: skip
 
 
 def scratch_checkout(project, dest, base=None, three_way=False):
@@ -252,38 +292,97 @@ def scratch_checkout(project, dest, base=None, three_way=False):
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "clone", "--quiet", "--shared", str(repo), str(dest)], check=True, capture_output=True)
+    git(dest.parent, "clone", "--quiet", "--shared", str(repo), str(dest))
     git(dest, "tag", "pristine")
     apply_series(project, dest, entries, three_way)
     return entries
 
 
 def series_commits(repo):
-    return git(repo, "rev-list", "--reverse", "pristine..HEAD").stdout.decode().split()
+    return git(repo, "rev-list", "--reverse", "pristine..HEAD").stdout.split()
 
 
 def export_commit(repo, commit):
-    return git(repo, "format-patch", *FORMAT_PATCH_FLAGS, "-1", commit).stdout
+    """The patch file of `commit`: `git format-patch` with fixed flags, without the `Patch-Filename:` trailer."""
+    mail = git(repo, "format-patch", *FORMAT_PATCH_FLAGS, "-1", commit, binary=True).stdout
+    body_start = mail.index(b"\n\n") + 2  # after the mail headers
+    body_end = body_start + re.search(rb"^diff --git ", mail[body_start:], re.MULTILINE).start()
+    body = _strip_name_trailer(mail[body_start:body_end].decode()).encode()
+    return mail[:body_start] + body + mail[body_end:]
 
 
-def parse_patch_header(patch_text):
-    """Subject and DEP-3 style trailers of one exported patch."""
-    subject = re.search(r"^Subject: (.+(?:\n .+)*)", patch_text, re.MULTILINE)
-    message = patch_text.split("\n---\n", 1)[0]
-    trailers = dict(_TRAILER_RE.findall(message))
+def _strip_name_trailer(message):
+    """`message` without its `Patch-Filename:` line, as it was before `apply_series` added the trailer."""
+    lines = message.splitlines(keepends=True)
+    kept = []
+    for number, line in enumerate(lines):
+        if line.startswith(f"{PATCH_FILENAME}:"):
+            # Alone in its paragraph (the message had no trailer block): git put a blank line before it too.
+            if kept and kept[-1] == "\n" and lines[number + 1 : number + 2] in ([], ["\n"]):
+                kept.pop()
+            continue
+        kept.append(line)
+    return "".join(kept)
+
+
+def message_trailers(repo, message):
+    """[(key, value), ...] of the trailer block of a commit message, as git itself parses it."""
+    parsed = git(repo, "interpret-trailers", "--parse", "--no-divider", input=message).stdout
+    return [tuple(part.strip() for part in line.split(":", 1)) for line in parsed.splitlines()]
+
+
+def commit_name(repo, commit):
+    """The patch file name a commit's `Patch-Filename:` trailer gives, or None."""
+    message = git(repo, "log", "-1", "--format=%B", commit).stdout
+    names = [value for key, value in message_trailers(repo, message) if key == PATCH_FILENAME]
+    return names[-1] if names else None
+
+
+def patch_metadata(repo, commit):
+    """Subject, body and DEP-3 fields of the patch a series commit exports to."""
+    subject = git(repo, "log", "-1", "--format=%s", commit).stdout.strip()
+    message = _strip_name_trailer(git(repo, "log", "-1", "--format=%B", commit).stdout)
+    trailers = message_trailers(repo, message)
+    body = message.strip().partition("\n\n")[2]
+    if trailers:  # git's trailer block is the last paragraph of the message; the body is what precedes it
+        body = body.rpartition("\n\n")[0]
+    fields = {}
+    for key, value in trailers:
+        fields.setdefault(key, []).append(value)
     return {
-        "subject": " ".join(subject.group(1).split()) if subject else "",
-        "fixes": trailers.get("Fixes"),
-        "forwarded": trailers.get("Forwarded", "no"),
-        "applied_upstream": trailers.get("Applied-Upstream"),
+        "subject": subject,
+        "body": body.strip(),
+        "trailers": trailers,
+        "bugs": fields.get("Bug", []),
+        "origin": fields.get("Origin", [None])[-1],
+        "forwarded": fields.get("Forwarded", [None])[-1],
+        "applied_upstream": fields.get("Applied-Upstream", [None])[-1],
     }
+
+
+def lint_metadata(name, metadata):
+    """The DEP-3 fields every patch needs to be reviewed, forwarded or dropped: problems, each naming the patch."""
+    problems = []
+    if not metadata["body"]:
+        problems.append("no body: say what goes wrong upstream and what the patch changes, below the subject")
+    if metadata["forwarded"] is None:
+        problems.append("no `Forwarded:` trailer: `no`, `not-needed` (local policy) or the upstream PR address")
+    if not metadata["bugs"] and metadata["origin"] is None:
+        problems.append("no `Bug:` or `Origin:` trailer: the upstream issue it fixes, or where the change comes from")
+    if problems and not metadata["trailers"]:
+        # E.g. a "Fixes #123" line among the trailers: then git sees no trailer block at all.
+        problems.append("git finds no trailer block: the last paragraph must hold `Key: value` lines only")
+    return [
+        f"{name}: {problem} (reword it with `make edit`, `git rebase -i pristine`, `make refresh`)"
+        for problem in problems
+    ]
 
 
 def vendored_files(repo):
     """{path under src/: content} for every upstream module the series changes or adds."""
     changed = git(repo, "diff", "--name-only", "--no-renames", "pristine", "HEAD", "--", UPSTREAM_SOURCE_DIR)
     files = {}
-    for path in changed.stdout.decode().split():
+    for path in changed.stdout.split():
         if path.endswith(".py") and (repo / path).exists():
             files[path[len(UPSTREAM_SOURCE_DIR) :]] = (repo / path).read_bytes()
     return files
@@ -308,11 +407,30 @@ def render_manifest(base, files, patches):
     )
 
 
+def manifest_entries(repo, entries):
+    """One manifest entry per patch, as `status` shows it: subject and DEP-3 fields."""
+    patches = []
+    for name, commit in zip(entries, series_commits(repo)):
+        metadata = patch_metadata(repo, commit)
+        patches.append(
+            {
+                "file": name,
+                "subject": metadata["subject"],
+                "bugs": metadata["bugs"],
+                "origin": metadata["origin"],
+                # DEP-3: a missing Forwarded field means "no".
+                "forwarded": metadata["forwarded"] or "no",
+                "applied_upstream": metadata["applied_upstream"],
+            }
+        )
+    return patches
+
+
 def build_vendor(project, repo, entries):
     """{relative path under _vendor: bytes} for pristine + series in `repo`."""
     base = project.read_base()
     files = vendored_files(repo)
-    patches = [{"file": name, **parse_patch_header((project.patches_dir / name).read_text())} for name in entries]
+    patches = manifest_entries(repo, entries)
     tree = dict(files)
     tree["__init__.py"] = render_manifest(base, files, patches).encode()
     # Apache-2.0 section 4: ship upstream's license, and say which files were changed and how.
@@ -381,11 +499,21 @@ def check(project):
                     "pristine + series. Run `make vendor`; to change the code, edit it with `make edit` and "
                     "`make refresh`."
                 )
+        local_only = []
         for name, commit in zip(entries, series_commits(repo)):
             if export_commit(repo, commit) != (project.patches_dir / name).read_bytes():
                 problems.append(
                     f"{name}: a re-export differs from the committed file (hand-edited or made with other "
                     "flags); run `make refresh` to rewrite it canonically."
+                )
+            metadata = patch_metadata(repo, commit)
+            problems.extend(lint_metadata(name, metadata))
+            if metadata["forwarded"] == "not-needed":
+                local_only.append(name)
+            elif local_only:
+                problems.append(
+                    f"{name} follows the local-only (`Forwarded: not-needed`) patch {local_only[0]}: local-only "
+                    "patches go at the end of the series, so that the others can be exported without them."
                 )
         problems.extend(lint_style(repo))
     if problems:
@@ -395,41 +523,113 @@ def check(project):
 
 def lint_style(repo):
     """Upstream's own ruff rules (its pyproject.toml) on every Python file the series changes."""
-    changed = git(repo, "diff", "--name-only", "--diff-filter=AM", "pristine", "HEAD").stdout.decode().split()
+    changed = git(repo, "diff", "--name-only", "--diff-filter=AM", "pristine", "HEAD").stdout.split()
     python_files = [path for path in changed if path.endswith(".py")]
     if not python_files:
         return []
     problems = []
     for command in (["check"], ["format", "--check"]):
-        result = subprocess.run(
-            [sys.executable, "-m", "ruff", *command, *python_files], cwd=repo, capture_output=True, text=True
-        )
+        result = run_isolated([sys.executable, "-m", "ruff", *command, *python_files], repo, check=False)
         if result.returncode != 0:
             problems.append(f"ruff {' '.join(command)} (upstream's config) fails:\n{result.stdout}{result.stderr}")
     return problems
 
 
-def export_patches(project, out_dir):
-    """Write one mbox patch per series entry into `out_dir`, checked to `git am` onto pristine upstream."""
+def export_patches(project, out_dir, upstream_repo=None):
+    """Write the upstream-ready patches (all but `Forwarded: not-needed` ones) into `out_dir`, verified.
+
+    Returns (written paths, {left-out name: why}). The written files must `git am` onto the pristine release and pass
+    upstream's ruff and, given an upstream git repository (the sdist lacks utils/), its `utils/check_copies.py`.
+    """
+    base = project.read_base()
     entries = check(project)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name in entries:
-        shutil.copyfile(project.patches_dir / name, out_dir / name)
-    (out_dir / "series").write_text("".join(f"{name}\n" for name in entries))
-    return [out_dir / name for name in entries]
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "work"
+        scratch_checkout(project, repo, base)
+        local_only = [
+            name
+            for name, commit in zip(entries, series_commits(repo))
+            if patch_metadata(repo, commit)["forwarded"] == "not-needed"
+        ]
+        exported = [name for name in entries if name not in local_only]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for stale in [*out_dir.glob("*.patch"), out_dir / "series"]:
+            stale.unlink(missing_ok=True)
+        for name in exported:
+            shutil.copyfile(project.patches_dir / name, out_dir / name)
+        (out_dir / "series").write_text("".join(f"{name}\n" for name in exported))
+        # What upstream gets is verified as upstream would apply it: the files themselves, with plain `git am`.
+        git(repo, "reset", "--quiet", "--hard", "pristine")
+        for name in exported:
+            result = git(repo, "am", *AM_FLAGS, str(out_dir / name), check=False)
+            if result.returncode != 0:
+                raise SeriesError(f"exported {name} does not `git am` onto pristine {UPSTREAM} {base['version']} "
+                                  f"without the patches left out ({', '.join(local_only)}):\n{result.stderr}")  # fmt: skip
+        problems = lint_style(repo)
+        if upstream_repo is not None:
+            problems.extend(check_copies(repo, Path(upstream_repo), base["version"]))
+    if problems:
+        raise SeriesError("\n".join(problems))
+    left_out = {name: "Forwarded: not-needed (a local-only policy patch)" for name in local_only}
+    return [out_dir / name for name in exported], left_out
 
 
-def _write_from_repo(project, repo, base, entries_by_commit):
-    """Rewrite patches, series, base record and vendored tree from the commits in `repo`."""
+def check_copies(repo, upstream_repo, version):
+    """Upstream's `utils/check_copies.py` ("# Copied from" blocks stay in sync) run on the patched tree in `repo`.
+
+    The script comes from the release's tag in `upstream_repo`, or its HEAD without one, into the scratch tree only.
+    """
+    ref = f"v{version}"
+    if git(upstream_repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False).returncode != 0:
+        ref = "HEAD"
+    script = git(upstream_repo, "show", f"{ref}:utils/check_copies.py", check=False)
+    if script.returncode != 0:
+        return [f"{upstream_repo} has no utils/check_copies.py at {ref}: is it a diffusers git repository?"]
+    (repo / "utils").mkdir(exist_ok=True)
+    (repo / "utils" / "check_copies.py").write_text(script.stdout)
+    result = run_isolated([sys.executable, "utils/check_copies.py"], repo, check=False)
+    if result.returncode != 0:
+        return [f"upstream's utils/check_copies.py (from {ref}) fails on the patched tree:\n{result.stderr[-4000:]}"]
+    return []
+
+
+def series_names(repo):
+    """The patch file name of each series commit: its `Patch-Filename:` trailer, or for a new commit (or one made by
+    older tooling) a slug of its subject, which must not be taken by another patch."""
     commits = series_commits(repo)
+    named = {commit: commit_name(repo, commit) for commit in commits}
+    problems = [
+        f"commit {commit[:12]}: `{PATCH_FILENAME}: {name}` is not a patch file name (lower-case letters, digits, "
+        "'.', '-', '_', ending in .patch)"
+        for commit, name in named.items()
+        if name is not None and not _PATCH_NAME_RE.fullmatch(name)
+    ]
     names = []
-    for number, commit in enumerate(commits, 1):
-        name = entries_by_commit.get(commit) or _patch_name(number, git(repo, "log", "-1", "--format=%s", commit))
+    for commit in commits:
+        name = named[commit]
+        if name is None:
+            subject = git(repo, "log", "-1", "--format=%s", commit).stdout.strip()
+            name = _patch_name(subject)
+            if name in named.values() or name in names:
+                problems.append(
+                    f'commit {commit[:12]} ("{subject}") would be named {name}, which another patch already has; '
+                    f"reword its subject, or name it with `git commit --amend --trailer '{PATCH_FILENAME}: "
+                    "<name>.patch'`."
+                )
+        elif name in names:
+            problems.append(f"two commits are named {name} by their `{PATCH_FILENAME}:` trailer; rename one.")
         names.append(name)
+    if problems:
+        raise SeriesError("\n".join(problems))
+    return names
+
+
+def _write_from_repo(project, repo, base, names):
+    """Rewrite patches, series, base record and vendored tree from the commits in `repo`, named `names`."""
     for old in project.patches_dir.glob("*.patch"):
         old.unlink()
-    for name, commit in zip(names, commits):
+    for name, commit in zip(names, series_commits(repo)):
         (project.patches_dir / name).write_bytes(export_commit(repo, commit))
     project.write_series(names)
     base["files"] = pristine_hashes(repo)
@@ -440,20 +640,21 @@ def _write_from_repo(project, repo, base, entries_by_commit):
 
 def pristine_hashes(repo):
     """{path: sha256} of the pristine version of every file the series touches and upstream has."""
-    touched = git(repo, "diff", "--name-only", "--no-renames", "pristine", "HEAD").stdout.decode().split()
+    touched = git(repo, "diff", "--name-only", "--no-renames", "pristine", "HEAD").stdout.split()
     hashes = {}
     for path in touched:
-        blob = git(repo, "show", f"pristine:{path}", check=False)
+        blob = git(repo, "show", f"pristine:{path}", check=False, binary=True)
         if blob.returncode == 0:
             hashes[path] = hashlib.sha256(blob.stdout).hexdigest()
     return hashes
 
 
-def _patch_name(number, log_result):
-    slug = re.sub(r"[^a-z0-9]+", "-", log_result.stdout.decode().strip().lower()).strip("-")
+def _patch_name(subject):
+    """`<slug of the subject>.patch`; no number: the order lives in patches/series only."""
+    slug = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")
     if len(slug) > 52:
         slug = slug[:53].rsplit("-", 1)[0]  # whole words only
-    return f"{number:04d}-{slug}.patch"
+    return f"{slug}.patch"
 
 
 def edit(project):
@@ -473,8 +674,12 @@ def edit(project):
 def _unrefreshed_work(project, repo):
     if git(repo, "status", "--porcelain").stdout.strip():
         return True
-    exported = [export_commit(repo, commit) for commit in series_commits(repo)]
-    return exported != [(project.patches_dir / name).read_bytes() for name in project.read_series()]
+    try:
+        names = series_names(repo)
+    except SeriesError:  # commits that refresh would refuse are not in patches/ either
+        return True
+    exported = [(name, export_commit(repo, commit)) for name, commit in zip(names, series_commits(repo))]
+    return exported != [(name, (project.patches_dir / name).read_bytes()) for name in project.read_series()]
 
 
 def refresh(project):
@@ -487,16 +692,8 @@ def refresh(project):
             f"{repo} has uncommitted changes; commit them first (`git commit --fixup` for an existing patch, "
             "then `git rebase -i --autosquash pristine`, or a new commit for a new patch)."
         )
-    old_entries = project.read_series()
-    commits = series_commits(repo)
-    # A commit keeps its patch file name while its subject is unchanged.
-    subjects = {parse_patch_header((project.patches_dir / n).read_text())["subject"]: n for n in old_entries}
-    by_commit = {}
-    for commit in commits:
-        subject = git(repo, "log", "-1", "--format=%s", commit).stdout.decode().strip()
-        if subject in subjects:
-            by_commit[commit] = subjects[subject]
-    return _write_from_repo(project, repo, project.read_base(), by_commit)
+    project.read_series()  # refuses a broken series before anything is rewritten
+    return _write_from_repo(project, repo, project.read_base(), series_names(repo))
 
 
 def rebase(project, new_version):
@@ -517,12 +714,7 @@ def rebase(project, new_version):
     except BaseException:
         shutil.rmtree(repo, ignore_errors=True)
         raise
-    subjects = [git(repo, "log", "-1", "--format=%s", c).stdout.decode().strip() for c in series_commits(repo)]
-    rebase_state = {
-        "version": new_version,
-        "sdist_sha256": sha256_of(new_sdist),
-        "entries": dict(zip(subjects, entries)),
-    }
+    rebase_state = {"version": new_version, "sdist_sha256": sha256_of(new_sdist), "entries": entries}
     (repo / ".git" / "diffusers-patched-rebase.json").write_text(json.dumps(rebase_state))
     result = git(repo, "rebase", "--empty=drop", "--onto", "new-pristine", "pristine", check=False)
     if result.returncode != 0:
@@ -546,13 +738,10 @@ def rebase_continue(project):
 def _finish_rebase(project, repo):
     state = json.loads((repo / ".git" / "diffusers-patched-rebase.json").read_text())
     git(repo, "tag", "--force", "pristine", "new-pristine")
-    kept = {}
-    for commit in series_commits(repo):
-        subject = git(repo, "log", "-1", "--format=%s", commit).stdout.decode().strip()
-        kept[commit] = state["entries"].get(subject)
-    dropped = sorted(set(state["entries"].values()) - set(kept.values()))
+    names = series_names(repo)  # the commits' trailers keep their names
+    dropped = [name for name in state["entries"] if name not in names]
     base = {"version": state["version"], "sdist_sha256": state["sdist_sha256"], "files": {}}
-    names = _write_from_repo(project, repo, base, kept)
+    _write_from_repo(project, repo, base, names)
     shutil.rmtree(repo)
     return names, dropped
 
@@ -576,12 +765,11 @@ def _conflict_regions(text):
 
 def _conflict_report(project, repo):
     state = json.loads((repo / ".git" / "diffusers-patched-rebase.json").read_text())
-    subject = git(repo, "log", "-1", "--format=%s", "REBASE_HEAD", check=False).stdout.decode().strip()
-    name = state["entries"].get(subject, subject)
+    name = commit_name(repo, "REBASE_HEAD")
     patch_text = (project.patches_dir / name).read_text() if (project.patches_dir / name).exists() else ""
     hunks = _patch_hunks(patch_text)
     lines = [f"{name} conflicts with {UPSTREAM} {state['version']}:"]
-    for path in git(repo, "diff", "--name-only", "--diff-filter=U").stdout.decode().split():
+    for path in git(repo, "diff", "--name-only", "--diff-filter=U").stdout.split():
         for start, theirs in _conflict_regions((repo / path).read_text(errors="replace")):
             # The conflicting hunk is the one whose lines fill the patch's side of the conflict.
             overlap = [

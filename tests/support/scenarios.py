@@ -161,7 +161,7 @@ def diffusers_log_messages(level, containing):
 
 @scenario(
     "bnb-text-encoder-with-device-map",
-    patch="0001-pipelines-detect-bitsandbytes-in-load-sub-model.patch",
+    patch="pipelines-detect-bitsandbytes-in-load-sub-model.patch",
     summary="pipeline with a bnb 4-bit text encoder and device_map: kwargs given to transformers",
     text=(
         "low_cpu_mem_usage={low_cpu_mem_usage} given to transformers for the {quantization_method} text encoder "
@@ -253,7 +253,7 @@ def _make_bnb_offload_safe():
 
 @scenario(
     "sequential-cpu-offload-on-cpu",
-    patch="0002-sequential-offload-keeps-the-user-device.patch",
+    patch="sequential-offload-keeps-the-user-device.patch",
     summary="unquantized pipeline, enable_sequential_cpu_offload(device='cpu'), 3 text encoder passes",
     text="offload device {offload_device}; max abs diff per pass {diffs}",
 )
@@ -267,7 +267,7 @@ def sequential_cpu_offload_on_cpu(workdir):
 
 @scenario(
     "bnb-4bit-sequential-cpu-offload",
-    patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="nf4 double-quant text encoder under enable_sequential_cpu_offload(device='cpu'), 3 passes + state_dict",
     text=(
         "max abs diff per pass {diffs}; {statistics_on_meta} statistics on meta; "
@@ -294,7 +294,7 @@ def bnb_4bit_sequential_cpu_offload(workdir):
 
 @scenario(
     "bnb-4bit-cpu-offload-hooks",
-    patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="nf4 / fp4 text encoders, with and without double quant, under accelerate's cpu_offload: 3 passes each",
     text=(
         "max abs diff per pass nf4 {kinds[nf4][diffs]}, fp4 {kinds[fp4][diffs]}, nf4-dq {kinds[nf4-dq][diffs]}, "
@@ -303,7 +303,7 @@ def bnb_4bit_sequential_cpu_offload(workdir):
     ),
 )
 def bnb_4bit_cpu_offload_hooks(workdir):
-    """accelerate's own hooks on a plain CPU device: the meta-tensor failure itself, without patch 0002's device."""
+    """accelerate's own hooks on a plain CPU device: the meta-tensor failure itself, without sequential-offload-keeps-the-user-device's device."""
     import torch
     from accelerate import cpu_offload
 
@@ -330,7 +330,7 @@ def bnb_4bit_cpu_offload_hooks(workdir):
 
 @scenario(
     "bnb-4bit-offload-twice-then-model-offload",
-    patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="nf4 text encoder: enable_sequential_cpu_offload twice, then enable_model_cpu_offload, passes after each",
     text="max abs diff per pass {diffs}",
 )
@@ -350,7 +350,7 @@ def bnb_4bit_offload_twice_then_model_offload(workdir):
 
 @scenario(
     "bnb-4bit-lora-while-sequentially-offloaded",
-    patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="load_lora_weights into an nf4 text encoder while sequentially offloaded on the CPU, vs. no offload",
     text="offload device {offload_device}; max abs diff per pass {diffs}",
 )
@@ -369,7 +369,7 @@ def bnb_4bit_lora_while_sequentially_offloaded(workdir):
 
 @scenario(
     "lora-into-bnb-text-encoder",
-    patch="0003-lora-keep-quantized-text-encoder-dtype.patch",
+    patch="lora-keep-quantized-text-encoder-dtype.patch",
     summary="load_lora_weights into an fp4 text encoder (no offloading)",
     text="adapters {adapters} on a quantized text encoder: {is_quantized}",
 )
@@ -382,7 +382,7 @@ def lora_into_bnb_text_encoder(workdir):
 
 @scenario(
     "bnb-8bit-sequential-offload-and-lora",
-    patch="0002-sequential-offload-keeps-the-user-device.patch",
+    patch="sequential-offload-keeps-the-user-device.patch",
     summary="8-bit text encoder under enable_sequential_cpu_offload(device='cpu'), then load_lora_weights, vs. no offload",
     text="max abs diff per pass {diffs}; with the LoRA loaded while offloaded {diffs_with_lora}",
 )
@@ -400,7 +400,7 @@ def bnb_8bit_sequential_offload_and_lora(workdir):
 
 @scenario(
     "save-offloaded-pipeline",
-    patch="0011-save-offloaded-weights-not-meta-placeholders.patch",
+    patch="save-offloaded-weights-not-meta-placeholders.patch",
     summary="pipeline with an 8-bit, then an nf4 text encoder, offloaded by accelerate's hooks: save_pretrained, reload",
     text=(
         "8-bit: {kinds[8-bit][text_encoder_equal]}/{kinds[8-bit][text_encoder_tensors]} text encoder and "
@@ -428,7 +428,7 @@ def save_offloaded_pipeline(workdir):
         if make_bnb_offload_safe:
             make_bnb_offload_safe(pipe.text_encoder)
         # The hooks enable_sequential_cpu_offload() attaches, attached directly: upstream's own call fails earlier on
-        # a CPU-only machine (patch 0002), and this scenario is about saving.
+        # a CPU-only machine (sequential-offload-keeps-the-user-device), and this scenario is about saving.
         for model in (pipe.text_encoder, pipe.unet, pipe.vae):
             cpu_offload(model, torch.device("cpu"))
         _encode(pipe.text_encoder)
@@ -449,7 +449,7 @@ def save_offloaded_pipeline(workdir):
 
 @scenario(
     "bnb-4bit-dispatch-cpu-disk-then-peft",
-    patch="0004-bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="transformers 4-bit double-quant model, dispatch_model with cpu + disk, PeftModel.from_pretrained",
     text="make_bnb_offload_safe covered {covered} weights; max abs diff to the un-offloaded adapter model {diffs}",
 )
@@ -545,7 +545,7 @@ _WAN22_TYPED_AS_WAN21_TEXT = (
 
 @scenario(
     "single-file-wan22-i2v-as-wan21-safetensors",
-    patch="0005-materialize-tensors-left-on-meta-in-from-single-file.patch",
+    patch="materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="Wan2.2-I2V-like single file (safetensors) loaded with a Wan2.1-I2V config: keys missing",
     text=_WAN22_TYPED_AS_WAN21_TEXT,
 )
@@ -555,7 +555,7 @@ def wan22_typed_as_wan21_safetensors(workdir):
 
 @scenario(
     "single-file-wan22-i2v-as-wan21-gguf",
-    patch="0005-materialize-tensors-left-on-meta-in-from-single-file.patch",
+    patch="materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="Wan2.2-I2V-like single file (GGUF Q8_0) loaded with a Wan2.1-I2V config: keys missing",
     text=_WAN22_TYPED_AS_WAN21_TEXT,
 )
@@ -565,7 +565,7 @@ def wan22_typed_as_wan21_gguf(workdir):
 
 @scenario(
     "single-file-include-buffers",
-    patch="0005-materialize-tensors-left-on-meta-in-from-single-file.patch",
+    patch="materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="single-file Wan with ACCELERATE_INIT_INCLUDE_BUFFERS=1: RoPE buffers created on meta",
     text="{meta_tensors} meta tensors left; RoPE equal: {rope_equal}; output max abs diff {output_diff}",
 )
@@ -603,7 +603,7 @@ def include_buffers(workdir):
 
 @scenario(
     "single-file-bad-files",
-    patch="0005-materialize-tensors-left-on-meta-in-from-single-file.patch",
+    patch="materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="truncated safetensors, GGUF with a corrupt header: the error names the file (upstream's does too)",
     text=(
         "safetensors: {errors[safetensors][type]}: {errors[safetensors][message]}; "
@@ -648,7 +648,7 @@ def single_file_bad_files(workdir):
 
 @scenario(
     "single-file-wan22-detection",
-    patch="0006-tell-wan2-2-single-file-checkpoints-apart-from-wan2.patch",
+    patch="tell-wan2-2-single-file-checkpoints-apart-from-wan2-1.patch",
     summary="config picked for Wan2.1 / Wan2.2 single files and variants it cannot tell (shapes only)",
     text="Wan2.2-I2V-A14B -> {picked[wan2.2-i2v-A14B]}, Wan2.2-TI2V-5B -> {picked[wan2.2-ti2v-5B]}",
 )
@@ -680,7 +680,7 @@ PLAN_BUDGETS = {
 
 @scenario(
     "bnb-device-map-balanced-plan",
-    patch="0007-size-quantized-components-as-they-will-be-loaded.patch",
+    patch="size-bitsandbytes-components-as-they-will-be-loaded.patch",
     summary='nf4 text encoder, device_map="balanced", GPU 0 budgets of 7.2 / 3 / 0.5 MB (and 5 MB of CPU): the plans',
     text=(
         "GPU 0 7.2 MB: {plans[fits only quantized]}; 3 MB: {plans[two of three fit]}; 0.5 MB: {plans[none fits GPU 0]}; "
@@ -688,7 +688,7 @@ PLAN_BUDGETS = {
     ),
 )
 def bnb_device_map_balanced_plan(workdir):
-    """Also shows patches 0008 (every component planned) and 0009 (raise before loading when nothing fits)."""
+    """Also shows plan-components-that-fit-no-accelerator-on-the-cpu and raise-when-pipeline-components-fit-nowhere."""
     path = save_tiny_sd_pipeline(workdir / "pipe", text_encoder_kwargs=DEVICE_MAP_TEXT_ENCODER)
     plans = {}
     with recording_weight_reads() as reads:
@@ -702,7 +702,7 @@ def bnb_device_map_balanced_plan(workdir):
 
 @scenario(
     "bnb-text-encoder-planned-on-cpu",
-    patch="0010-run-bitsandbytes-components-planned-on-the-cpu-there.patch",
+    patch="run-bitsandbytes-components-planned-on-the-cpu-there.patch",
     summary='nf4 text encoder planned on "cpu" by device_map="balanced": load, run, compare to an un-offloaded run',
     text=(
         "hf_device_map={hf_device_map}; text encoder weights {weight_type} on {weight_device}, absmax on "
