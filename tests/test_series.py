@@ -36,6 +36,8 @@ SERIES = [
     for line in (REPO_ROOT / "patches" / "series").read_text().splitlines()
     if line.split("#", 1)[0].strip()
 ]
+# Local-only policy patches: last in the series, left out of exports.
+LOCAL_ONLY_PATCHES = [name for name in SERIES if "Forwarded: not-needed" in (REPO_ROOT / "patches" / name).read_text()]
 FIRST_PATCH = SERIES[0]
 PATCHED_FILE = "src/diffusers/pipelines/pipeline_loading_utils.py"
 VENDORED_FILE = "diffusers/pipelines/pipeline_loading_utils.py"
@@ -132,7 +134,7 @@ def releases(tmp_path_factory):
         for path in applied.rglob("*")
         if path.is_file() and ".git" not in path.relative_to(applied).parts
     }
-    assert len(patched) == 2  # the changed module and the test file the patch adds
+    assert len(patched) == 3  # the changed module, its test file and the tiny components the tests share
     make_release(real_sdist, sdists, "0.42.4", patched)
     return {"cache": cache, "sdist": real_sdist}
 
@@ -219,15 +221,16 @@ def test_changed_files_pass_upstream_ruff(project, tmp_path):
 def test_exported_patches_git_am_onto_the_pristine_sdist_giving_the_vendored_files(project, tmp_path, releases):
     out = tmp_path / "out"
     paths, left_out = series.export_patches(project, out)
-    assert [path.name for path in paths] == SERIES and left_out == {}
-    assert (out / "series").read_text().split() == SERIES
+    assert list(left_out) == LOCAL_ONLY_PATCHES and SERIES[len(paths) :] == LOCAL_ONLY_PATCHES
+    assert [path.name for path in paths] == (out / "series").read_text().split() == SERIES[: len(paths)]
     # A fresh repository from the pristine sdist, made without series.py.
     fresh = tmp_path / "fresh"
     series.extract_sdist(releases["sdist"], f"diffusers-{BASE['version']}/", fresh)
     run_git(fresh, "init", "--quiet")
     run_git(fresh, "add", "--all", "--force")
     run_git(fresh, "commit", "--quiet", "-m", "pristine")
-    for path in paths:
+    # What upstream gets, then the local-only patches: together the vendored tree.
+    for path in [*paths, *(REPO_ROOT / "patches" / name for name in LOCAL_ONLY_PATCHES)]:
         run_git(fresh, "am", "--quiet", str(path))
     assert run_git(fresh, "rev-list", "--count", "HEAD").strip() == str(1 + len(SERIES))
     vendored = {path: content for path, content in vendor_tree(REPO_ROOT).items() if path.startswith("diffusers/")}
@@ -480,6 +483,15 @@ def commit_change(repo, path, text, message):
     run_git(repo, "commit", "--quiet", "-am", message)
 
 
+def move_last_commit_before_local_only_patches(repo):
+    """What a maintainer does with `git rebase -i pristine`: local-only patches stay at the end of the series."""
+    new_commit = run_git(repo, "rev-parse", "HEAD").strip()
+    local_commits = run_git(repo, "rev-list", "--reverse", f"HEAD~{len(LOCAL_ONLY_PATCHES) + 1}..HEAD~1").split()
+    run_git(repo, "reset", "--quiet", "--hard", f"HEAD~{len(LOCAL_ONLY_PATCHES) + 1}")
+    for commit in [new_commit, *local_commits]:
+        run_git(repo, "cherry-pick", "--quiet", commit)
+
+
 def test_refresh_adds_a_new_commit_as_a_new_patch(project):
     assert series.edit(project) == SERIES
     repo = project.work_dir
@@ -489,9 +501,10 @@ def test_refresh_adds_a_new_commit_as_a_new_patch(project):
         "\n\n# A small synthetic change.\n",
         message("Add a synthetic note to doc_utils", *GOOD_TRAILERS),
     )
+    move_last_commit_before_local_only_patches(repo)
     names = series.refresh(project)
     new_patch = "add-a-synthetic-note-to-doc-utils.patch"
-    assert names == SERIES + [new_patch]
+    assert names == SERIES[: len(SERIES) - len(LOCAL_ONLY_PATCHES)] + [new_patch] + LOCAL_ONLY_PATCHES
     assert project.read_series() == names
     for name in SERIES:  # the existing patches keep their names and bytes
         assert (project.patches_dir / name).read_bytes() == (REPO_ROOT / "patches" / name).read_bytes()
