@@ -205,6 +205,22 @@ def test_single_file_include_buffers(patched_outcomes):
     assert result == {"meta_tensors": 0, "rope_equal": True, "output_diff": 0.0}
 
 
+# single-file-t5-ties-input-embeddings (and single-file-t5-in-evaluation-mode: every pass equals from_pretrained).
+@upstream
+def test_single_file_t5_text_encoder_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["single-file-t5-text-encoder"],
+        "RuntimeError",
+        "Tensor on device meta is not on the expected device cpu!",
+    )
+
+
+def test_single_file_t5_text_encoder(patched_outcomes):
+    result = result_of(patched_outcomes["single-file-t5-text-encoder"])
+    assert result["meta_tensors"] == 0 and result["tied"]
+    assert_all_zero(result["diffs"], 3)
+
+
 def _assert_bad_files_named(errors):
     assert sorted(errors) == ["gguf", "safetensors"]
     for fmt, error in errors.items():

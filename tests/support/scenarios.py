@@ -647,6 +647,43 @@ def single_file_bad_files(workdir):
 
 
 @scenario(
+    "single-file-t5-text-encoder",
+    patch="single-file-t5-ties-input-embeddings.patch",
+    summary="T5 text encoder of an SD3-style single file (shared.weight only), as from_single_file builds it",
+    text="{meta_tensors} meta tensors left; embeddings tied: {tied}; max abs diff to from_pretrained per pass {diffs}",
+)
+def single_file_t5_text_encoder(workdir):
+    import torch
+    from diffusers.loaders.single_file_utils import create_diffusers_t5_model_from_checkpoint
+    from transformers import T5Config, T5EncoderModel
+
+    from .tiny_checkpoints import meta_tensors
+
+    torch.manual_seed(0)
+    T5EncoderModel(T5Config(d_model=32, d_ff=64, num_layers=2, num_heads=2, d_kv=16, vocab_size=100)).save_pretrained(
+        workdir / "t5"
+    )
+    reference = T5EncoderModel.from_pretrained(workdir / "t5")
+    # SD3's single files hold T5's weights under this prefix, the input embeddings only as `shared.weight`.
+    checkpoint = {
+        f"text_encoders.t5xxl.transformer.{key}": value
+        for key, value in reference.state_dict().items()
+        if key != "encoder.embed_tokens.weight"
+    }
+    model = create_diffusers_t5_model_from_checkpoint(
+        T5EncoderModel, checkpoint, config=str(workdir / "t5"), local_files_only=True
+    )
+    input_ids = torch.tensor([[1, 5, 7, 2]])
+    with torch.no_grad():
+        diffs = [(model(input_ids)[0] - reference(input_ids)[0]).abs().max().item() for _ in range(3)]
+    return {
+        "meta_tensors": len(meta_tensors(model)),
+        "tied": model.encoder.embed_tokens.weight is model.shared.weight,
+        "diffs": diffs,
+    }
+
+
+@scenario(
     "single-file-wan22-detection",
     patch="tell-wan2-2-single-file-checkpoints-apart-from-wan2-1.patch",
     summary="config picked for Wan2.1 / Wan2.2 single files and variants it cannot tell (shapes only)",

@@ -2292,6 +2292,9 @@ def create_diffusers_t5_model_from_checkpoint(
         empty_device_cache()
     else:
         model.load_state_dict(diffusers_format_checkpoint)
+    # Loading replaces `shared.weight`, which transformers >= 5 shares with `encoder.embed_tokens` instead of making
+    # them one module: tie them again as `from_pretrained` does, or `encoder.embed_tokens.weight` stays on `meta`.
+    model.tie_weights()
 
     use_keep_in_fp32_modules = (cls._keep_in_fp32_modules is not None) and (torch_dtype == torch.float16)
     if use_keep_in_fp32_modules:
@@ -2304,6 +2307,8 @@ def create_diffusers_t5_model_from_checkpoint(
             if any(module_to_keep_in_fp32 in name.split(".") for module_to_keep_in_fp32 in keep_in_fp32_modules):
                 # param = param.to(torch.float32) does not work here as only in the local scope.
                 param.data = param.data.to(torch.float32)
+
+    model.eval()
 
     return model
 
