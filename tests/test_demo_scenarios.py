@@ -221,6 +221,18 @@ def test_single_file_t5_text_encoder(patched_outcomes):
     assert_all_zero(result["diffs"], 3)
 
 
+# gguf-parameter-keeps-quant-type-when-rebuilt and gguf-dequantized-weights-stay-parameters.
+@upstream
+def test_gguf_sequential_offload_upstream(upstream_outcomes):
+    assert_raised(upstream_outcomes["gguf-sequential-offload"], "KeyError", "None")
+
+
+def test_gguf_sequential_offload(patched_outcomes):
+    result = result_of(patched_outcomes["gguf-sequential-offload"])
+    assert result["quantized"]
+    assert_all_zero(result["diffs"], 6)
+
+
 def _assert_bad_files_named(errors):
     assert sorted(errors) == ["gguf", "safetensors"]
     for fmt, error in errors.items():

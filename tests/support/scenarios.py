@@ -684,6 +684,49 @@ def single_file_t5_text_encoder(workdir):
 
 
 @scenario(
+    "gguf-sequential-offload",
+    patch="gguf-dequantized-weights-stay-parameters.patch",
+    summary="GGUF (Q8_0) Wan transformer under accelerate's sequential offload hooks, offloaded twice",
+    text="max abs diff to the un-offloaded model per pass {diffs}; weights still GGUF-quantized: {quantized}",
+)
+def gguf_sequential_offload(workdir):
+    import torch
+    from accelerate import cpu_offload
+    from accelerate.hooks import remove_hook_from_module
+    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
+    from diffusers.quantizers.gguf.utils import GGUFParameter
+
+    from .tiny_checkpoints import (
+        build_wan,
+        wan_config,
+        wan_inputs,
+        wan_original_state_dict,
+        write_config_dir,
+        write_gguf,
+    )
+
+    path = write_gguf(wan_original_state_dict(build_wan(wan_config("t2v"))), str(workdir / "wan.gguf"))
+    config = write_config_dir("WanTransformer3DModel", wan_config("t2v"), str(workdir / "cfg"))
+    model = WanTransformer3DModel.from_single_file(
+        path,
+        config=config,
+        quantization_config=GGUFQuantizationConfig(compute_dtype=torch.float32),
+        local_files_only=True,
+    )
+    inputs = wan_inputs(wan_config("t2v"))
+    with torch.no_grad():
+        expected = model(**inputs)[0]
+    diffs = []
+    # Offloaded twice: loaders that load a LoRA remove the hooks and apply them again.
+    for _ in range(2):
+        cpu_offload(model, execution_device=torch.device("cpu"))
+        with torch.no_grad():
+            diffs += [(model(**inputs)[0] - expected).abs().max().item() for _ in range(3)]
+        remove_hook_from_module(model, recurse=True)
+    return {"diffs": diffs, "quantized": isinstance(model.blocks[0].ffn.net[2].weight, GGUFParameter)}
+
+
+@scenario(
     "single-file-wan22-detection",
     patch="tell-wan2-2-single-file-checkpoints-apart-from-wan2-1.patch",
     summary="config picked for Wan2.1 / Wan2.2 single files and variants it cannot tell (shapes only)",
