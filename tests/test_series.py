@@ -1,4 +1,4 @@
-"""The maintainer tooling of diffusers_patched.series, driven with real git on copies of the project.
+"""The maintainer tooling of tools/series.py, driven with real git on copies of the project.
 
 Every test works on a copy of `patches/` and `diffusers_patched/_vendor/` in a temporary project root, and on a
 session-wide temporary cache (DIFFUSERS_PATCHED_CACHE) that holds the real pristine sdist plus synthetic upstream
