@@ -233,6 +233,19 @@ def test_gguf_sequential_offload(patched_outcomes):
     assert_all_zero(result["diffs"], 6)
 
 
+# refuse-to-save-a-model-with-lora-adapters-injected.
+@upstream
+def test_save_model_with_lora_injected_upstream(upstream_outcomes):
+    # Saved and reloaded without an error, with the wrapped weights left on meta; the output is NaN on this stack.
+    result = result_of(upstream_outcomes["save-model-with-lora-injected"])
+    assert result["refused"] is None and result["meta_tensors"] > 0 and result["output_diff"] != 0.0
+
+
+def test_save_model_with_lora_injected(patched_outcomes):
+    result = result_of(patched_outcomes["save-model-with-lora-injected"])
+    assert "LoRA adapters ['default']" in result["refused"] and "unload_lora()" in result["refused"]
+
+
 def _assert_bad_files_named(errors):
     assert sorted(errors) == ["gguf", "safetensors"]
     for fmt, error in errors.items():

@@ -727,6 +727,41 @@ def gguf_sequential_offload(workdir):
 
 
 @scenario(
+    "save-model-with-lora-injected",
+    patch="refuse-to-save-a-model-with-lora-adapters-injected.patch",
+    summary="UNet with a LoRA fused then unfused (adapters still injected): save_pretrained, from_pretrained",
+    text="refused: {refused} / saved, reloaded with {meta_tensors} tensors on meta, output max abs diff {output_diff}",
+)
+def save_model_with_lora_injected(workdir):
+    import torch
+    from diffusers import UNet2DConditionModel
+    from peft import LoraConfig
+
+    from .tiny_checkpoints import meta_tensors
+
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    unet = UNet2DConditionModel.from_pretrained(path, subfolder="unet")
+    unet.add_adapter(LoraConfig(r=4, lora_alpha=4, target_modules=["to_q", "to_k", "to_v"], init_lora_weights=False))
+    unet.fuse_lora()
+    unet.unfuse_lora()
+    try:
+        unet.save_pretrained(workdir / "saved")
+    except ValueError as e:
+        return {"refused": str(e), "meta_tensors": None, "output_diff": None}
+    # Upstream saved PEFT's wrapped keys; from_pretrained leaves the weights it does not find there on meta, silently.
+    loaded = UNet2DConditionModel.from_pretrained(workdir / "saved")
+    generator = torch.Generator().manual_seed(0)
+    inputs = (
+        torch.randn(1, unet.config.in_channels, 16, 16, generator=generator),
+        10,
+        torch.randn(1, 4, unet.config.cross_attention_dim, generator=generator),
+    )
+    with torch.no_grad():
+        output_diff = (loaded(*inputs).sample - unet(*inputs).sample).abs().max().item()
+    return {"refused": None, "meta_tensors": len(meta_tensors(loaded)), "output_diff": output_diff}
+
+
+@scenario(
     "single-file-wan22-detection",
     patch="tell-wan2-2-single-file-checkpoints-apart-from-wan2-1.patch",
     summary="config picked for Wan2.1 / Wan2.2 single files and variants it cannot tell (shapes only)",

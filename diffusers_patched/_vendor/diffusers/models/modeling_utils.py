@@ -781,6 +781,14 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
             error_cls=NotImplementedError,
         )
 
+        if getattr(self, "_hf_peft_config_loaded", False):
+            raise ValueError(
+                f"Cannot save {self.__class__.__name__} with the LoRA adapters {list(self.peft_config)} injected into its"
+                " layers: the checkpoint would hold their wrapped weights (`base_layer`, `lora_A`, ...), which"
+                " `from_pretrained` cannot load. Save the adapters with `save_lora_adapter()`, and the model after"
+                " `unload_lora()`, which keeps fused LoRA weights fused."
+            )
+
         hf_quantizer = getattr(self, "hf_quantizer", None)
         if hf_quantizer is not None:
             quantization_serializable = (
