@@ -479,46 +479,51 @@ def vendor(project):
 
 def check(project):
     """Lint the series, apply it exactly, and require vendored tree and patch files to be regenerable as is."""
-    base = project.read_base()
     with tempfile.TemporaryDirectory() as tmp:
-        repo = Path(tmp) / "work"
-        entries = scratch_checkout(project, repo, base)
-        problems = []
-        if pristine_hashes(repo) != base["files"]:
+        entries, _ = _check_in(project, Path(tmp) / "work")
+    return entries
+
+
+def _check_in(project, repo):
+    """`check`, with the series applied in `repo`; returns the entries and the local-only (`not-needed`) ones."""
+    base = project.read_base()
+    entries = scratch_checkout(project, repo, base)
+    problems = []
+    if pristine_hashes(repo) != base["files"]:
+        problems.append(
+            "patches/base.json does not list the pristine sha256 of exactly the files the series touches; "
+            "run `make refresh` after `make edit` to rewrite it."
+        )
+    expected = build_vendor(project, repo, entries)
+    found = current_vendor(project)
+    for path in sorted(set(expected) | set(found)):
+        if expected.get(path) != found.get(path):
+            state = "missing" if path not in found else "unexpected" if path not in expected else "edited"
             problems.append(
-                "patches/base.json does not list the pristine sha256 of exactly the files the series touches; "
-                "run `make refresh` after `make edit` to rewrite it."
+                f"vendored file diffusers_patched/_vendor/{path} is {state}: the vendored tree must be exactly "
+                "pristine + series. Run `make vendor`; to change the code, edit it with `make edit` and "
+                "`make refresh`."
             )
-        expected = build_vendor(project, repo, entries)
-        found = current_vendor(project)
-        for path in sorted(set(expected) | set(found)):
-            if expected.get(path) != found.get(path):
-                state = "missing" if path not in found else "unexpected" if path not in expected else "edited"
-                problems.append(
-                    f"vendored file diffusers_patched/_vendor/{path} is {state}: the vendored tree must be exactly "
-                    "pristine + series. Run `make vendor`; to change the code, edit it with `make edit` and "
-                    "`make refresh`."
-                )
-        local_only = []
-        for name, commit in zip(entries, series_commits(repo)):
-            if export_commit(repo, commit) != (project.patches_dir / name).read_bytes():
-                problems.append(
-                    f"{name}: a re-export differs from the committed file (hand-edited or made with other "
-                    "flags); run `make refresh` to rewrite it canonically."
-                )
-            metadata = patch_metadata(repo, commit)
-            problems.extend(lint_metadata(name, metadata))
-            if metadata["forwarded"] == "not-needed":
-                local_only.append(name)
-            elif local_only:
-                problems.append(
-                    f"{name} follows the local-only (`Forwarded: not-needed`) patch {local_only[0]}: local-only "
-                    "patches go at the end of the series, so that the others can be exported without them."
-                )
-        problems.extend(lint_style(repo))
+    local_only = []
+    for name, commit in zip(entries, series_commits(repo)):
+        if export_commit(repo, commit) != (project.patches_dir / name).read_bytes():
+            problems.append(
+                f"{name}: a re-export differs from the committed file (hand-edited or made with other "
+                "flags); run `make refresh` to rewrite it canonically."
+            )
+        metadata = patch_metadata(repo, commit)
+        problems.extend(lint_metadata(name, metadata))
+        if metadata["forwarded"] == "not-needed":
+            local_only.append(name)
+        elif local_only:
+            problems.append(
+                f"{name} follows the local-only (`Forwarded: not-needed`) patch {local_only[0]}: local-only "
+                "patches go at the end of the series, so that the others can be exported without them."
+            )
+    problems.extend(lint_style(repo))
     if problems:
         raise SeriesError("\n".join(problems))
-    return entries
+    return entries, local_only
 
 
 def lint_style(repo):
@@ -542,16 +547,10 @@ def export_patches(project, out_dir, upstream_repo=None):
     upstream's ruff and, given an upstream git repository (the sdist lacks utils/), its `utils/check_copies.py`.
     """
     base = project.read_base()
-    entries = check(project)
     out_dir = Path(out_dir)
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "work"
-        scratch_checkout(project, repo, base)
-        local_only = [
-            name
-            for name, commit in zip(entries, series_commits(repo))
-            if patch_metadata(repo, commit)["forwarded"] == "not-needed"
-        ]
+        entries, local_only = _check_in(project, repo)
         exported = [name for name in entries if name not in local_only]
         out_dir.mkdir(parents=True, exist_ok=True)
         for stale in [*out_dir.glob("*.patch"), out_dir / "series"]:
