@@ -133,14 +133,15 @@ class GGUFQuantizer(DiffusersQuantizer):
                 logger.warning(
                     f"Quantized parameter {param_name} is excluded by `modules_to_not_convert`, dequantizing now."
                 )
-            # A parameter, not a plain tensor: accelerate's offload hooks rebuild parameters as
-            # `type(param)(value, requires_grad=...)`, which a plain tensor's constructor refuses.
-            param_value = torch.nn.Parameter(
-                dequantize_gguf_tensor(param_value).to(device=target_device, dtype=target_dtype), requires_grad=False
-            )
+            param_value = dequantize_gguf_tensor(param_value).to(target_dtype)
 
         if tensor_name in module._parameters:
-            module._parameters[tensor_name] = param_value.to(target_device)
+            param_value = param_value.to(target_device)
+            # A dequantized weight must stay a parameter: accelerate's offload hooks rebuild parameters as
+            # `type(param)(value, requires_grad=...)`, which a plain tensor's constructor refuses.
+            if not isinstance(param_value, torch.nn.Parameter):
+                param_value = torch.nn.Parameter(param_value, requires_grad=False)
+            module._parameters[tensor_name] = param_value
         if tensor_name in module._buffers:
             module._buffers[tensor_name] = param_value.to(target_device)
 
