@@ -246,6 +246,26 @@ def test_save_model_with_lora_injected(patched_outcomes):
     assert "LoRA adapters ['default']" in result["refused"] and "unload_lora()" in result["refused"]
 
 
+# from-pretrained-materializes-missing-weights: from_pretrained leaves no tensor on meta and reports missing keys once.
+@upstream
+def test_from_pretrained_missing_keys_upstream(upstream_outcomes):
+    # `strict` is not an argument upstream: it ends in the config, unused. The weights stay on meta.
+    assert_raised(
+        upstream_outcomes["from-pretrained-missing-keys"],
+        "RuntimeError",
+        "Tensor on device meta is not on the expected device cpu!",
+    )
+
+
+def test_from_pretrained_missing_keys(patched_outcomes):
+    result = result_of(patched_outcomes["from-pretrained-missing-keys"])
+    assert result["meta_tensors"] == 0 and result["output_diff"] == 0.0
+    assert result["missing_keys_zero"] == result["missing_keys"] > 0
+    (warning,) = result["warnings"]
+    assert f"{result['missing_keys']} keys" in warning and "They were initialized with zeros" in warning
+    assert "because the following keys are missing" in result["strict_error"]
+
+
 def _assert_bad_files_named(errors):
     assert sorted(errors) == ["gguf", "safetensors"]
     for fmt, error in errors.items():

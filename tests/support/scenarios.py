@@ -762,6 +762,54 @@ def save_model_with_lora_injected(workdir):
 
 
 @scenario(
+    "from-pretrained-missing-keys",
+    patch="from-pretrained-materializes-missing-weights.patch",
+    summary="Wan folder loaded with from_pretrained and a config that adds layers (#11279): keys missing",
+    text=(
+        "{meta_tensors} meta tensors left; {missing_keys_zero}/{missing_keys} missing keys zero-initialized; "
+        "output max abs diff to the reference {output_diff}; strict=True: {strict_error}"
+    ),
+)
+def from_pretrained_missing_keys(workdir):
+    import torch
+    from diffusers import WanTransformer3DModel
+
+    from .tiny_checkpoints import build_wan, meta_tensors, wan_config, wan_inputs
+
+    build_wan(wan_config("wan2.2-i2v")).save_pretrained(workdir / "wan22")
+    added_layers = {"image_dim": 32, "added_kv_proj_dim": 64}
+    # The reference: the saved weights, and zeros where the checkpoint has nothing.
+    reference = build_wan(wan_config("wan2.1-i2v"))
+    saved = build_wan(wan_config("wan2.2-i2v")).state_dict()
+    missing = sorted(set(reference.state_dict()) - set(saved))
+    reference.load_state_dict(saved, strict=False)
+    with torch.no_grad():
+        for name in missing:
+            reference.get_parameter(name).zero_()
+
+    try:
+        WanTransformer3DModel.from_pretrained(workdir / "wan22", strict=True, **added_layers)
+        strict_error = None
+    except ValueError as e:
+        strict_error = str(e)
+    with diffusers_log_messages(logging.WARNING, "were not initialized") as warnings:
+        model = WanTransformer3DModel.from_pretrained(workdir / "wan22", **added_layers)
+    meta_left = len(meta_tensors(model))
+    loaded = model.state_dict()
+    inputs = wan_inputs(wan_config("wan2.1-i2v"))
+    with torch.no_grad():
+        output_diff = (model(**inputs)[0] - reference(**inputs)[0]).abs().max().item()
+    return {
+        "meta_tensors": meta_left,
+        "missing_keys": len(missing),
+        "missing_keys_zero": sum(bool((loaded[name] == 0).all()) for name in missing),
+        "output_diff": output_diff,
+        "warnings": warnings,
+        "strict_error": strict_error,
+    }
+
+
+@scenario(
     "single-file-wan22-detection",
     patch="tell-wan2-2-single-file-checkpoints-apart-from-wan2-1.patch",
     summary="config picked for Wan2.1 / Wan2.2 single files and variants it cannot tell (shapes only)",
