@@ -231,6 +231,8 @@ def test_gguf_sequential_offload(patched_outcomes):
     result = result_of(patched_outcomes["gguf-sequential-offload"])
     assert result["quantized"]
     assert_all_zero(result["diffs"], 6)
+    # Upstream refuses to serialize GGUF models, offloaded or not, and says so: nothing to fix there.
+    assert "is quantized with QuantizationMethod.GGUF and is not serializable" in result["save_error"]
 
 
 # refuse-to-save-a-model-with-lora-adapters-injected.

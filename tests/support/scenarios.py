@@ -686,8 +686,11 @@ def single_file_t5_text_encoder(workdir):
 @scenario(
     "gguf-sequential-offload",
     patch="gguf-dequantized-weights-stay-parameters.patch",
-    summary="GGUF (Q8_0) Wan transformer under accelerate's sequential offload hooks, offloaded twice",
-    text="max abs diff to the un-offloaded model per pass {diffs}; weights still GGUF-quantized: {quantized}",
+    summary="GGUF (Q8_0) Wan transformer under sequential offload hooks; a LoRA loaded while offloaded; saved",
+    text=(
+        "max abs diff to the un-offloaded model per pass {diffs} (passes 4-6 with a LoRA loaded while offloaded); "
+        "weights still GGUF-quantized: {quantized}; save_pretrained: {save_error}"
+    ),
 )
 def gguf_sequential_offload(workdir):
     import torch
@@ -695,6 +698,8 @@ def gguf_sequential_offload(workdir):
     from accelerate.hooks import remove_hook_from_module
     from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
     from diffusers.quantizers.gguf.utils import GGUFParameter
+    from peft import LoraConfig
+    from peft.utils import get_peft_model_state_dict
 
     from .tiny_checkpoints import (
         build_wan,
@@ -707,23 +712,43 @@ def gguf_sequential_offload(workdir):
 
     path = write_gguf(wan_original_state_dict(build_wan(wan_config("t2v"))), str(workdir / "wan.gguf"))
     config = write_config_dir("WanTransformer3DModel", wan_config("t2v"), str(workdir / "cfg"))
-    model = WanTransformer3DModel.from_single_file(
-        path,
-        config=config,
-        quantization_config=GGUFQuantizationConfig(compute_dtype=torch.float32),
-        local_files_only=True,
-    )
+
+    def load():
+        return WanTransformer3DModel.from_single_file(
+            path,
+            config=config,
+            quantization_config=GGUFQuantizationConfig(compute_dtype=torch.float32),
+            local_files_only=True,
+        )
+
+    model, reference = load(), load()
     inputs = wan_inputs(wan_config("t2v"))
     with torch.no_grad():
-        expected = model(**inputs)[0]
+        expected = [reference(**inputs)[0]]
+        lora_config = LoraConfig(r=4, lora_alpha=4, target_modules=["to_q", "to_k"], init_lora_weights=False)
+        reference.add_adapter(lora_config)
+        expected.append(reference(**inputs)[0])
+    lora = {f"transformer.{key}": value for key, value in get_peft_model_state_dict(reference).items()}
     diffs = []
-    # Offloaded twice: loaders that load a LoRA remove the hooks and apply them again.
-    for _ in range(2):
+    for with_lora in (False, True):
+        if with_lora:
+            # What the LoRA loaders do while sequential offload is on: remove the hooks, load, offload again.
+            remove_hook_from_module(model, recurse=True)
+            model.load_lora_adapter(lora, prefix="transformer")
         cpu_offload(model, execution_device=torch.device("cpu"))
         with torch.no_grad():
-            diffs += [(model(**inputs)[0] - expected).abs().max().item() for _ in range(3)]
-        remove_hook_from_module(model, recurse=True)
-    return {"diffs": diffs, "quantized": isinstance(model.blocks[0].ffn.net[2].weight, GGUFParameter)}
+            diffs += [(model(**inputs)[0] - expected[with_lora]).abs().max().item() for _ in range(3)]
+        if not with_lora:
+            try:
+                model.save_pretrained(workdir / "saved")
+                save_error = None
+            except ValueError as e:
+                save_error = str(e)
+    return {
+        "diffs": diffs,
+        "quantized": isinstance(model.blocks[0].ffn.net[2].weight, GGUFParameter),
+        "save_error": save_error,
+    }
 
 
 @scenario(
