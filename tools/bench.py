@@ -220,6 +220,61 @@ def _case_single_file_missing_keys(size):
     return _measure(lambda: WanTransformer3DModel.from_single_file(str(checkpoint), config=str(config)))
 
 
+def _case_from_pretrained_missing_keys(size):
+    from diffusers import WanTransformer3DModel
+
+    from tests.support.tiny_checkpoints import build_wan, wan_config
+
+    directory = fixture_dir() / f"wan22-i2v-folder-{size}"
+    if not (directory / "config.json").exists():
+        build_wan(wan_config("wan2.2-i2v", num_layers=WAN_LAYERS[size])).save_pretrained(directory)
+    # Patched: with the image layers of Wan2.1-I2V added, which the checkpoint lacks. Upstream: as saved.
+    added_layers = {"image_dim": 32, "added_kv_proj_dim": 64} if _patched() else {}
+    return _measure(lambda: WanTransformer3DModel.from_pretrained(directory, **added_layers))
+
+
+def _case_offloaded_gguf_forward(size):
+    import torch
+    from accelerate import cpu_offload
+    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
+
+    from tests.support.tiny_checkpoints import (
+        build_wan,
+        wan_config,
+        wan_inputs,
+        wan_original_state_dict,
+        write_config_dir,
+        write_gguf,
+    )
+
+    config = wan_config("t2v", num_layers=WAN_LAYERS[size])
+    directory = fixture_dir() / f"wan-gguf-{size}"
+    checkpoint = directory / "wan.gguf"
+    if not checkpoint.exists():
+        write_config_dir("WanTransformer3DModel", config, directory)
+        write_gguf(wan_original_state_dict(build_wan(config)), str(directory / "partial.gguf"))
+        (directory / "partial.gguf").rename(checkpoint)
+    model = WanTransformer3DModel.from_single_file(
+        str(checkpoint), config=str(directory), quantization_config=GGUFQuantizationConfig(torch.float32)
+    )
+    if _patched():
+        cpu_offload(model, torch.device("cpu"))
+    inputs = wan_inputs(config)
+    with torch.no_grad():
+        start = time.perf_counter()
+        model(**inputs)
+        first = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(5):
+            model(**inputs)
+    parameters = sum(p.numel() for p in model.parameters())
+    return {
+        "seconds": (time.perf_counter() - start) / 5,
+        "parameters": parameters,
+        "note": f"first pass {first:.3f} s",
+    }
+
+
 def _case_device_map_planning(size):
     from tests.support.scenarios import DEVICE_MAP_TEXT_ENCODER, GPU_BUDGET_FITS_ONLY_QUANTIZED
     from tests.support.tiny_pipelines import (
@@ -254,6 +309,14 @@ CASES = {
     ),
     "Wan from_single_file: missing keys (patched) vs matching config (upstream)": (
         _case_single_file_missing_keys,
+        list(WAN_LAYERS),
+    ),
+    "Wan from_pretrained: missing keys (patched) vs matching config (upstream)": (
+        _case_from_pretrained_missing_keys,
+        list(WAN_LAYERS),
+    ),
+    "GGUF Q8_0 Wan forward: sequential offload (patched) vs not offloaded (upstream)": (
+        _case_offloaded_gguf_forward,
         list(WAN_LAYERS),
     ),
     "save_pretrained: offloaded by accelerate's hooks (patched) vs not offloaded (upstream)": (
