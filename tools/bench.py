@@ -220,6 +220,68 @@ def _case_single_file_missing_keys(size):
     return _measure(lambda: WanTransformer3DModel.from_single_file(str(checkpoint), config=str(config)))
 
 
+def _case_gguf_lora_forward(size):
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler, GGUFQuantizationConfig, WanPipeline, WanTransformer3DModel
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    from tests.support.tiny_checkpoints import (
+        build_wan,
+        wan_config,
+        wan_inputs,
+        wan_lightx2v_lora,
+        wan_original_state_dict,
+        write_config_dir,
+        write_gguf,
+    )
+
+    config = wan_config("t2v", num_layers=WAN_LAYERS[size])
+    directory = fixture_dir() / f"wan-gguf-{size}"
+    checkpoint = directory / "wan.gguf"
+    if not checkpoint.exists():
+        write_config_dir("WanTransformer3DModel", config, directory)
+        write_gguf(wan_original_state_dict(build_wan(config)), str(directory / "partial.gguf"))
+        (directory / "partial.gguf").rename(checkpoint)
+    _import_before_timing()
+    transformer = WanTransformer3DModel.from_single_file(
+        str(checkpoint),
+        config=str(directory),
+        quantization_config=GGUFQuantizationConfig(compute_dtype=torch.bfloat16),
+        local_files_only=True,
+    )
+    pipe = WanPipeline(
+        tokenizer=None,
+        text_encoder=None,
+        vae=None,
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        transformer=transformer,
+    )
+    pipe.load_lora_weights(wan_lightx2v_lora(config))
+
+    def lora_weights_mb():
+        layers = [module for module in transformer.modules() if isinstance(module, BaseTunerLayer)]
+        return sum(layer.get_base_layer().weight.nbytes for layer in layers) / 1e6
+
+    quantized_mb = lora_weights_mb()
+    if _patched():
+        pipe.fuse_lora()
+        note = f"fused: {lora_weights_mb():.2f} MB bfloat16 + {quantized_mb:.2f} MB Q8_0 kept for unfuse_lora"
+    else:
+        note = f"unfused: {quantized_mb:.2f} MB Q8_0"
+    inputs = {
+        name: value.to(torch.bfloat16) if value.is_floating_point() else value
+        for name, value in wan_inputs(config).items()
+        if isinstance(value, torch.Tensor)
+    }
+    with torch.no_grad():
+        transformer(**inputs)
+        start = time.perf_counter()
+        for _ in range(5):
+            transformer(**inputs)
+    parameters = sum(p.numel() for p in transformer.parameters())
+    return {"seconds": (time.perf_counter() - start) / 5, "parameters": parameters, "note": note}
+
+
 def _case_device_map_planning(size):
     from tests.support.scenarios import DEVICE_MAP_TEXT_ENCODER, GPU_BUDGET_FITS_ONLY_QUANTIZED
     from tests.support.tiny_pipelines import (
@@ -259,6 +321,10 @@ CASES = {
     "save_pretrained: offloaded by accelerate's hooks (patched) vs not offloaded (upstream)": (
         _case_save_offloaded_pipeline,
         list(PIPELINE_SIZES),
+    ),
+    "Wan GGUF (Q8_0, bfloat16 compute) + LoRA forward: fused (patched) vs unfused (upstream)": (
+        _case_gguf_lora_forward,
+        list(WAN_LAYERS),
     ),
     'device_map="balanced" planning, nf4 text encoder, GPU 0 budget (no weights loaded)': (
         _case_device_map_planning,
