@@ -680,8 +680,8 @@ class PeftAdapterMixin:
 
         from peft.tuners.tuners_utils import BaseTunerLayer
 
-        # LoRAs are fused into GGUF weights dequantized (see `_fuse_lora_apply`), which an offloaded weight, left on
-        # the meta device, cannot be. Checked before any layer is fused.
+        # GGUF weights are dequantized to fuse LoRAs into them (see `_fuse_lora_apply`); an offloaded one, left on the
+        # meta device, cannot be. Checked before fusing any layer.
         for name, module in self.named_modules():
             if isinstance(module, BaseTunerLayer):
                 weight = getattr(module.get_base_layer(), "weight", None)
