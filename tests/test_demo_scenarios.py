@@ -268,6 +268,27 @@ def test_from_pretrained_missing_keys(patched_outcomes):
     assert "because the following keys are missing" in result["strict_error"]
 
 
+# fuse-lora-into-gguf-quantized-weights.
+@upstream
+def test_fuse_lora_into_gguf_upstream(upstream_outcomes):
+    # PEFT added the LoRA to the packed bytes: 64 Q8_0 values are 2 blocks of 34 bytes.
+    assert_raised(
+        upstream_outcomes["fuse-lora-into-gguf"],
+        "RuntimeError",
+        "The size of tensor a (68) must match the size of tensor b (64)",
+    )
+
+
+def test_fuse_lora_into_gguf(patched_outcomes):
+    result = result_of(patched_outcomes["fuse-lora-into-gguf"])
+    torch.testing.assert_close(result["fused_diffs"], [0.0, 0.0], rtol=0, atol=1e-5)
+    assert result["fused_weight"] == "Parameter torch.float32"
+    # Fused into float32 (4 bytes a value) from Q8_0 (34 bytes for 32 values).
+    assert result["fused_bytes"] * 34 == result["quantized_bytes"] * 4 * 32
+    assert result["restored"] == result["quantized_weights"] > 0
+    assert result["meta_tensors"] == 0
+
+
 def _assert_bad_files_named(errors):
     assert sorted(errors) == ["gguf", "safetensors"]
     for fmt, error in errors.items():

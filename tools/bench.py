@@ -233,15 +233,11 @@ def _case_from_pretrained_missing_keys(size):
     return _measure(lambda: WanTransformer3DModel.from_pretrained(directory, **added_layers))
 
 
-def _case_offloaded_gguf_forward(size):
-    import torch
-    from accelerate import cpu_offload
-    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
-
+def _wan_gguf_fixture(size):
+    """A Q8_0 GGUF Wan transformer in the original key names, plus its config directory."""
     from tests.support.tiny_checkpoints import (
         build_wan,
         wan_config,
-        wan_inputs,
         wan_original_state_dict,
         write_config_dir,
         write_gguf,
@@ -254,6 +250,17 @@ def _case_offloaded_gguf_forward(size):
         write_config_dir("WanTransformer3DModel", config, directory)
         write_gguf(wan_original_state_dict(build_wan(config)), str(directory / "partial.gguf"))
         (directory / "partial.gguf").rename(checkpoint)
+    return config, directory, checkpoint
+
+
+def _case_offloaded_gguf_forward(size):
+    import torch
+    from accelerate import cpu_offload
+    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
+
+    from tests.support.tiny_checkpoints import wan_inputs
+
+    config, directory, checkpoint = _wan_gguf_fixture(size)
     model = WanTransformer3DModel.from_single_file(
         str(checkpoint), config=str(directory), quantization_config=GGUFQuantizationConfig(torch.float32)
     )
@@ -273,6 +280,54 @@ def _case_offloaded_gguf_forward(size):
         "parameters": parameters,
         "note": f"first pass {first:.3f} s",
     }
+
+
+def _case_gguf_lora_forward(size):
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler, GGUFQuantizationConfig, WanPipeline, WanTransformer3DModel
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    from tests.support.tiny_checkpoints import wan_inputs, wan_lightx2v_lora
+
+    config, directory, checkpoint = _wan_gguf_fixture(size)
+    _import_before_timing()
+    transformer = WanTransformer3DModel.from_single_file(
+        str(checkpoint),
+        config=str(directory),
+        quantization_config=GGUFQuantizationConfig(compute_dtype=torch.bfloat16),
+        local_files_only=True,
+    )
+    pipe = WanPipeline(
+        tokenizer=None,
+        text_encoder=None,
+        vae=None,
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        transformer=transformer,
+    )
+    pipe.load_lora_weights(wan_lightx2v_lora(config))
+
+    def lora_weights_mb():
+        layers = [module for module in transformer.modules() if isinstance(module, BaseTunerLayer)]
+        return sum(layer.get_base_layer().weight.nbytes for layer in layers) / 1e6
+
+    quantized_mb = lora_weights_mb()
+    if _patched():
+        pipe.fuse_lora()
+        note = f"fused: {lora_weights_mb():.2f} MB bfloat16 + {quantized_mb:.2f} MB Q8_0 kept for unfuse_lora"
+    else:
+        note = f"unfused: {quantized_mb:.2f} MB Q8_0"
+    inputs = {
+        name: value.to(torch.bfloat16) if value.is_floating_point() else value
+        for name, value in wan_inputs(config).items()
+        if isinstance(value, torch.Tensor)
+    }
+    with torch.no_grad():
+        transformer(**inputs)
+        start = time.perf_counter()
+        for _ in range(5):
+            transformer(**inputs)
+    parameters = sum(p.numel() for p in transformer.parameters())
+    return {"seconds": (time.perf_counter() - start) / 5, "parameters": parameters, "note": note}
 
 
 def _case_device_map_planning(size):
@@ -322,6 +377,10 @@ CASES = {
     "save_pretrained: offloaded by accelerate's hooks (patched) vs not offloaded (upstream)": (
         _case_save_offloaded_pipeline,
         list(PIPELINE_SIZES),
+    ),
+    "Wan GGUF (Q8_0, bfloat16 compute) + LoRA forward: fused (patched) vs unfused (upstream)": (
+        _case_gguf_lora_forward,
+        list(WAN_LAYERS),
     ),
     'device_map="balanced" planning, nf4 text encoder, GPU 0 budget (no weights loaded)': (
         _case_device_map_planning,

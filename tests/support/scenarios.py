@@ -752,6 +752,101 @@ def gguf_sequential_offload(workdir):
 
 
 @scenario(
+    "fuse-lora-into-gguf",
+    patch="fuse-lora-into-gguf-quantized-weights.patch",
+    summary="Wan2.2-like pair of GGUF (Q8_0) experts, a lightx2v-style LoRA each: pipe.fuse_lora(), pipe.unfuse_lora()",
+    text=(
+        "fused vs unfused LoRA, max abs diff per expert {fused_diffs}; fused weights {fused_weight}, {fused_bytes} "
+        "bytes (plus the {quantized_bytes} quantized bytes kept for unfuse_lora); unfuse_lora put back "
+        "{restored}/{quantized_weights} GGUF weights bit for bit; {meta_tensors} meta tensors"
+    ),
+)
+def fuse_lora_into_gguf(workdir):
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler, GGUFQuantizationConfig, WanPipeline, WanTransformer3DModel
+    from diffusers.quantizers.gguf.utils import GGUFParameter
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    from .tiny_checkpoints import (
+        build_wan,
+        meta_tensors,
+        wan_config,
+        wan_inputs,
+        wan_lightx2v_lora,
+        wan_original_state_dict,
+        write_config_dir,
+        write_gguf,
+    )
+
+    config = wan_config("t2v")
+    config_dir = write_config_dir("WanTransformer3DModel", config, str(workdir / "cfg"))
+    experts = []
+    for seed in (0, 1):
+        path = write_gguf(wan_original_state_dict(build_wan(config, seed=seed)), str(workdir / f"expert{seed}.gguf"))
+        experts.append(
+            WanTransformer3DModel.from_single_file(
+                path,
+                config=config_dir,
+                quantization_config=GGUFQuantizationConfig(compute_dtype=torch.float32),
+                local_files_only=True,
+            )
+        )
+    pipe = WanPipeline(
+        tokenizer=None,
+        text_encoder=None,
+        vae=None,
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        transformer=experts[0],
+        transformer_2=experts[1],
+        boundary_ratio=0.875,
+    )
+    pipe.load_lora_weights(wan_lightx2v_lora(config, seed=1), adapter_name="lightx2v")
+    pipe.load_lora_weights(wan_lightx2v_lora(config, seed=2), adapter_name="lightx2v", load_into_transformer_2=True)
+
+    def lora_weights():
+        return [
+            module.get_base_layer().weight
+            for expert in experts
+            for module in expert.modules()
+            if isinstance(module, BaseTunerLayer)
+        ]
+
+    quantized = {
+        (index, name): (param.as_tensor().clone(), param.quant_type)
+        for index, expert in enumerate(experts)
+        for name, param in expert.named_parameters()
+        if isinstance(param, GGUFParameter)
+    }
+    inputs = wan_inputs(config)
+    with torch.no_grad():
+        expected = [expert(**inputs)[0] for expert in experts]
+    quantized_bytes = sum(weight.nbytes for weight in lora_weights())
+
+    pipe.fuse_lora(components=["transformer", "transformer_2"])
+    with torch.no_grad():
+        fused_diffs = [(expert(**inputs)[0] - e).abs().max().item() for expert, e in zip(experts, expected)]
+    fused_weight = lora_weights()[0]
+    fused_bytes = sum(weight.nbytes for weight in lora_weights())
+
+    pipe.unfuse_lora(components=["transformer", "transformer_2"])
+    restored = 0
+    for index, expert in enumerate(experts):
+        for name, param in expert.named_parameters():
+            if (index, name) in quantized and isinstance(param, GGUFParameter):
+                data, quant_type = quantized[(index, name)]
+                restored += param.quant_type == quant_type and torch.equal(param.as_tensor(), data)
+    return {
+        "fused_diffs": fused_diffs,
+        "fused_weight": f"{type(fused_weight).__name__} {fused_weight.dtype}",
+        "fused_bytes": fused_bytes,
+        "quantized_bytes": quantized_bytes,
+        "restored": restored,
+        "quantized_weights": len(quantized),
+        "meta_tensors": sum(len(meta_tensors(expert)) for expert in experts),
+    }
+
+
+@scenario(
     "save-model-with-lora-injected",
     patch="refuse-to-save-a-model-with-lora-adapters-injected.patch",
     summary="UNet with a LoRA fused then unfused (adapters still injected): save_pretrained, from_pretrained",

@@ -124,6 +124,26 @@ def wan_original_state_dict(model_or_state_dict, prefix="model.diffusion_model."
     return original
 
 
+def wan_lightx2v_lora(config, rank=4, seed=1):
+    """A LoRA for every attention and feed-forward Linear of the transformer blocks, in the original Wan key names
+    with `alpha` and `diff_b` (bias) entries, as lightx2v's distillation LoRAs are; diffusers converts them."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    inner_dim = config["num_attention_heads"] * config["attention_head_dim"]
+    layers = {f"{attn}.{o}": (inner_dim, inner_dim) for attn in ("self_attn", "cross_attn") for o in "qkvo"}
+    layers.update({"ffn.0": (inner_dim, config["ffn_dim"]), "ffn.2": (config["ffn_dim"], inner_dim)})
+    lora = {}
+    for block in range(config["num_layers"]):
+        for layer, (in_features, out_features) in layers.items():
+            prefix = f"diffusion_model.blocks.{block}.{layer}"
+            lora[f"{prefix}.lora_down.weight"] = 0.1 * torch.randn(rank, in_features, generator=generator)
+            lora[f"{prefix}.lora_up.weight"] = 0.1 * torch.randn(out_features, rank, generator=generator)
+            lora[f"{prefix}.alpha"] = torch.tensor(2.0 * rank)
+            lora[f"{prefix}.diff_b"] = 0.01 * torch.randn(out_features, generator=generator)
+    return lora
+
+
 def wan_inputs(config, seed=0, batch_size=1, num_frames=2, height=4, width=4, text_len=6):
     import torch
 
