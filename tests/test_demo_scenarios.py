@@ -246,6 +246,28 @@ def test_save_model_with_lora_injected(patched_outcomes):
     assert "LoRA adapters ['default']" in result["refused"] and "unload_lora()" in result["refused"]
 
 
+# ltx2-single-file-converters-take-only-their-own-weights and ltx2-single-file-map-ltx-2-3-keys.
+@upstream
+def test_ltx2_3_single_file_upstream(upstream_outcomes):
+    # The transformer's converter leaves 2.3's prompt AdaLN on meta (and takes every other component's weights).
+    assert_raised(upstream_outcomes["ltx2-3-single-file"], "NotImplementedError", META_COPY_ERROR)
+
+
+def test_ltx2_3_single_file(patched_outcomes):
+    result = result_of(patched_outcomes["ltx2-3-single-file"])
+    assert result["meta_tensors"] == 0
+    assert all(a == b for a, b in (equal.split("/") for equal in result["equal"].values())), result["equal"]
+    assert result["from_single_file"] == {
+        "transformer": True,
+        "vae": True,
+        # AutoencoderKLLTX2Audio cannot be loaded from a single file: the pipeline takes it from `config`.
+        "audio_vae": False,
+        "connectors": False,
+        "vocoder": False,
+    }
+    torch.testing.assert_close([result["transformer_diff"], result["vae_diff"]], [0.0, 0.0], rtol=0, atol=1e-5)
+
+
 def _assert_bad_files_named(errors):
     assert sorted(errors) == ["gguf", "safetensors"]
     for fmt, error in errors.items():
