@@ -246,7 +246,8 @@ def test_save_model_with_lora_injected(patched_outcomes):
     assert "LoRA adapters ['default']" in result["refused"] and "unload_lora()" in result["refused"]
 
 
-# ltx2-single-file-converters-take-only-their-own-weights and ltx2-single-file-map-ltx-2-3-keys.
+# ltx2-single-file-converters-take-only-their-own-weights, ltx2-single-file-map-ltx-2-3-keys and
+# ltx2-audio-vae-loads-from-a-single-file.
 @upstream
 def test_ltx2_3_single_file_upstream(upstream_outcomes):
     # The transformer's converter leaves 2.3's prompt AdaLN on meta (and takes every other component's weights).
@@ -260,9 +261,9 @@ def test_ltx2_3_single_file(patched_outcomes):
     assert result["from_single_file"] == {
         "transformer": True,
         "vae": True,
-        # AutoencoderKLLTX2Audio cannot be loaded from a single file: the pipeline takes it from `config`.
-        "audio_vae": False,
+        "audio_vae": True,
         "connectors": False,
+        # No converters in 0.42.1: the pipeline takes them from `config`.
         "vocoder": False,
     }
     torch.testing.assert_close([result["transformer_diff"], result["vae_diff"]], [0.0, 0.0], rtol=0, atol=1e-5)

@@ -791,7 +791,8 @@ def wan22_detection(workdir):
     ),
 )
 def ltx2_3_single_file(workdir):
-    """Also shows ltx2-single-file-converters-take-only-their-own-weights (the VAE still finds its weights)."""
+    """Also shows ltx2-single-file-converters-take-only-their-own-weights (the VAE still finds its weights) and
+    ltx2-audio-vae-loads-from-a-single-file (the audio VAE comes from the file, not from `config`)."""
     import torch
     from diffusers import FromOriginalModelMixin, LTX2Pipeline
 
@@ -820,7 +821,7 @@ def ltx2_3_single_file(workdir):
             for key, tensor in expected_state_dict.items()
         )
         equal[name] = f"{same}/{len(expected_state_dict)}"
-        # AutoencoderKLLTX2Audio has a converter but no `from_single_file`: the pipeline takes it from `config`.
+        # Components without `from_single_file` (connectors, vocoder) come from `config`.
         from_single_file[name] = isinstance(model, FromOriginalModelMixin)
         meta += len(meta_tensors(model))
     sample = torch.randn(1, 3, 9, 16, 16, generator=torch.Generator().manual_seed(0))
