@@ -289,6 +289,29 @@ def test_fuse_lora_into_gguf(patched_outcomes):
     assert result["meta_tensors"] == 0
 
 
+# ltx2-single-file-converters-take-only-their-own-weights, ltx2-single-file-map-ltx-2-3-keys and
+# ltx2-audio-vae-loads-from-a-single-file.
+@upstream
+def test_ltx2_3_single_file_upstream(upstream_outcomes):
+    # The transformer's converter leaves 2.3's prompt AdaLN on meta (and takes every other component's weights).
+    assert_raised(upstream_outcomes["ltx2-3-single-file"], "NotImplementedError", META_COPY_ERROR)
+
+
+def test_ltx2_3_single_file(patched_outcomes):
+    result = result_of(patched_outcomes["ltx2-3-single-file"])
+    assert result["meta_tensors"] == 0
+    assert all(a == b for a, b in (equal.split("/") for equal in result["equal"].values())), result["equal"]
+    assert result["from_single_file"] == {
+        "transformer": True,
+        "vae": True,
+        "audio_vae": True,
+        "connectors": False,
+        # No converters in 0.42.1: the pipeline takes them from `config`.
+        "vocoder": False,
+    }
+    torch.testing.assert_close([result["transformer_diff"], result["vae_diff"]], [0.0, 0.0], rtol=0, atol=1e-5)
+
+
 def _assert_bad_files_named(errors):
     assert sorted(errors) == ["gguf", "safetensors"]
     for fmt, error in errors.items():

@@ -949,6 +949,64 @@ def wan22_detection(workdir):
     return {"picked": picked}
 
 
+@scenario(
+    "ltx2-3-single-file",
+    patch="ltx2-single-file-map-ltx-2-3-keys.patch",
+    summary="LTX2Pipeline.from_single_file of a combined LTX-2.3 checkpoint (original key names), vs. a diffusers folder",
+    text=(
+        "{meta_tensors} meta tensors left; tensors equal to the diffusers folder's: {equal}; forward max abs diff "
+        "transformer {transformer_diff}, vae {vae_diff}; loaded from the single file: {from_single_file}"
+    ),
+)
+def ltx2_3_single_file(workdir):
+    """Also shows ltx2-single-file-converters-take-only-their-own-weights (the VAE still finds its weights) and
+    ltx2-audio-vae-loads-from-a-single-file (the audio VAE comes from the file, not from `config`)."""
+    import torch
+    from diffusers import FromOriginalModelMixin, LTX2Pipeline
+
+    from .tiny_checkpoints import (
+        ltx2_original_checkpoint,
+        ltx23_transformer_inputs,
+        meta_tensors,
+        save_ltx23_pipeline,
+        write_safetensors,
+    )
+
+    folder = workdir / "diffusers"
+    reference = save_ltx23_pipeline(folder)
+    checkpoint = ltx2_original_checkpoint(reference["transformer"], reference["vae"], reference["audio_vae"])
+    path = write_safetensors(checkpoint, str(workdir / "ltx-2.3.safetensors"))
+    pipe = LTX2Pipeline.from_single_file(
+        path, config=str(folder), local_files_only=True, text_encoder=None, tokenizer=None
+    )
+    expected = LTX2Pipeline.from_pretrained(folder, local_files_only=True, text_encoder=None, tokenizer=None)
+    equal, from_single_file, meta = {}, {}, 0
+    for name in reference:
+        model, model_expected = getattr(pipe, name), getattr(expected, name)
+        state_dict, expected_state_dict = model.state_dict(), model_expected.state_dict()
+        same = sum(
+            key in state_dict and state_dict[key].device.type != "meta" and torch.equal(state_dict[key], tensor)
+            for key, tensor in expected_state_dict.items()
+        )
+        equal[name] = f"{same}/{len(expected_state_dict)}"
+        # Components without `from_single_file` (connectors, vocoder) come from `config`.
+        from_single_file[name] = isinstance(model, FromOriginalModelMixin)
+        meta += len(meta_tensors(model))
+    sample = torch.randn(1, 3, 9, 16, 16, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        transformer_diff = (
+            pipe.transformer(**ltx23_transformer_inputs())[0] - expected.transformer(**ltx23_transformer_inputs())[0]
+        )
+        vae_diff = pipe.vae(sample, return_dict=False)[0] - expected.vae(sample, return_dict=False)[0]
+    return {
+        "meta_tensors": meta,
+        "equal": equal,
+        "from_single_file": from_single_file,
+        "transformer_diff": transformer_diff.abs().max().item(),
+        "vae_diff": vae_diff.abs().max().item(),
+    }
+
+
 # A text encoder wide enough that its Linear weights dominate: 7.42 MB in float32, 2.02 MB in nf4.
 DEVICE_MAP_TEXT_ENCODER = {"hidden_size": 256, "intermediate_size": 1024}
 GPU_BUDGET_FITS_ONLY_QUANTIZED = 7_200_000
