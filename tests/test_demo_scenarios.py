@@ -430,3 +430,33 @@ def test_save_offloaded_pipeline(patched_outcomes):
         assert_all_zero(result["saved_diffs"], 1)
         assert result["offloaded_device"] == "meta", kind
         assert_all_zero(result["offloaded_diffs"], 1)
+
+
+# refuse-to-save-bnb-4bit-statistics-repacked-on-cpu: save_pretrained after a CPU forward pass that repacked 4-bit
+# weights refuses instead of saving re-derived statistics; with make_bnb_offload_safe first, it saves the exact ones.
+
+
+@upstream
+def test_bnb_4bit_save_after_cpu_forward_upstream(upstream_outcomes):
+    # Saved without a word, with re-derived absmax: the reloaded encoder (and the saved one) compute different outputs.
+    result = result_of(upstream_outcomes["bnb-4bit-save-after-cpu-forward"])
+    assert_all_zero(result["saved_before"], 4)
+    assert result["refusal"] is None and result["made_safe_diffs"] is None
+    for kind, kind_result in result["kinds"].items():
+        assert kind_result["saved_after"] > (0.1 if kind in ("nf4", "fp4") else 1e-3), kind
+        assert kind_result["in_memory_after_save"] == kind_result["saved_after"], kind
+        assert kind_result["statistics_equal"] < kind_result["statistics"], kind
+
+
+def test_bnb_4bit_save_after_cpu_forward(patched_outcomes):
+    result = result_of(patched_outcomes["bnb-4bit-save-after-cpu-forward"])
+    assert_all_zero(result["saved_before"], 4)
+    assert result["kinds"] == {kind: {"saved_after": "refused"} for kind in ("nf4", "fp4", "nf4-dq", "fp4-dq")}
+    assert result["refusal"].startswith(
+        "Cannot save `text_encoder` (CLIPTextModel): the bitsandbytes 4-bit quantization statistics of 12 weight(s) "
+        "(encoder.layers.0.self_attn.k_proj.weight, "
+    )
+    assert "call `make_bnb_offload_safe(model)` before its first forward pass" in result["refusal"]
+    assert_all_zero(result["made_safe_diffs"], 4)
+    assert_all_zero(result["made_safe_in_memory_diffs"], 4)
+    assert result["made_safe_statistics_equal"] == result["statistics"] == 192

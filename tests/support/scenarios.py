@@ -1075,5 +1075,104 @@ def bnb_text_encoder_planned_on_cpu(workdir):
     }
 
 
+def _bnb_cpu_repacking(model, enabled):
+    """Switch bitsandbytes' repacking of 4-bit weights for its CPU kernels, on by default on CPUs with AVX512-BF16 only.
+
+    On, the next forward pass repacks the weights (rewriting their statistics) on any CPU, as on those CPUs; off,
+    outputs are computed from the weights as stored, the same on every machine.
+    """
+    import bitsandbytes as bnb
+
+    for module in model.modules():
+        if isinstance(module, bnb.nn.Linear4bit):
+            module.support_avx512bf16_for_cpu = enabled
+
+
+def _run_repacked(text_encoder):
+    _bnb_cpu_repacking(text_encoder, True)
+    _encode(text_encoder)
+    _bnb_cpu_repacking(text_encoder, False)
+
+
+@scenario(
+    "bnb-4bit-save-after-cpu-forward",
+    patch="refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
+    summary=(
+        "nf4 / fp4 text encoders, with and without double quant: a forward pass that repacks the weights for "
+        "bitsandbytes' CPU kernels (as on CPUs with AVX512-BF16), then pipe.save_pretrained and reload"
+    ),
+    text=(
+        "max abs diff of the reloaded text encoder to the one saved before the forward pass: nf4 "
+        "{kinds[nf4][saved_after]}, fp4 {kinds[fp4][saved_after]}, nf4-dq {kinds[nf4-dq][saved_after]}, fp4-dq "
+        "{kinds[fp4-dq][saved_after]} (saved before the forward pass: {saved_before}); refusal: {refusal}; with "
+        "make_bnb_offload_safe before the forward pass: max abs diffs {made_safe_diffs}, "
+        "{made_safe_statistics_equal}/{statistics} saved statistics equal"
+    ),
+)
+def bnb_4bit_save_after_cpu_forward(workdir):
+    from transformers import CLIPTextModel
+
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    make_bnb_offload_safe = _make_bnb_offload_safe()
+    kinds, saved_before, refusal, statistics = {}, [], None, 0
+    made_safe_diffs, made_safe_in_memory_diffs, made_safe_statistics_equal = [], [], 0
+
+    def load(config):
+        pipe = load_tiny_sd_pipeline(path, quantization_config=config)
+        _bnb_cpu_repacking(pipe.text_encoder, False)
+        return pipe
+
+    def reload(directory):
+        return CLIPTextModel.from_pretrained(directory / "text_encoder").eval()
+
+    def diff(text_encoder, expected):
+        return (_encode(text_encoder) - expected).abs().max().item()
+
+    for kind in ("nf4", "fp4", "nf4-dq", "fp4-dq"):
+        config = bnb_text_encoder_config(kind.split("-")[0], double_quant=kind.endswith("-dq"))
+        reference = load(config)
+        reference.save_pretrained(workdir / f"{kind}-before")
+        expected = _encode(reference.text_encoder)
+        expected_statistics = _quant_statistics(reference.text_encoder.state_dict())
+        saved_before.append(diff(reload(workdir / f"{kind}-before"), expected))
+        statistics += len(expected_statistics)
+
+        pipe = load(config)
+        _run_repacked(pipe.text_encoder)
+        try:
+            pipe.save_pretrained(workdir / f"{kind}-after")
+        except ValueError as e:
+            refusal = str(e)
+            kinds[kind] = {"saved_after": "refused"}
+        else:
+            saved = reload(workdir / f"{kind}-after")
+            kinds[kind] = {
+                "saved_after": diff(saved, expected),
+                "statistics_equal": _equal_tensors(_quant_statistics(saved.state_dict()), expected_statistics),
+                "statistics": len(expected_statistics),
+                # `state_dict()` re-derived the statistics of the running model too.
+                "in_memory_after_save": diff(pipe.text_encoder, expected),
+            }
+
+        if make_bnb_offload_safe:
+            pipe = load(config)
+            make_bnb_offload_safe(pipe.text_encoder)
+            _run_repacked(pipe.text_encoder)
+            pipe.save_pretrained(workdir / f"{kind}-safe")
+            saved = reload(workdir / f"{kind}-safe")
+            made_safe_diffs.append(diff(saved, expected))
+            made_safe_statistics_equal += _equal_tensors(_quant_statistics(saved.state_dict()), expected_statistics)
+            made_safe_in_memory_diffs.append(diff(pipe.text_encoder, expected))
+    return {
+        "kinds": kinds,
+        "saved_before": saved_before,
+        "refusal": refusal,
+        "statistics": statistics,
+        "made_safe_diffs": made_safe_diffs if make_bnb_offload_safe else None,
+        "made_safe_statistics_equal": made_safe_statistics_equal if make_bnb_offload_safe else None,
+        "made_safe_in_memory_diffs": made_safe_in_memory_diffs if make_bnb_offload_safe else None,
+    }
+
+
 if __name__ == "__main__":
     _main(*sys.argv[1:])

@@ -39,6 +39,7 @@ from typing_extensions import Self
 
 from .. import __version__
 from ..quantizers import DiffusersAutoQuantizer, DiffusersQuantizer
+from ..quantizers.bitsandbytes.utils import _raise_if_bnb_4bit_statistics_rederived
 from ..quantizers.quantization_config import QuantizationMethod
 from ..utils import (
     CONFIG_NAME,
@@ -791,6 +792,8 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
                 " `from_pretrained` cannot load. Save the adapters with `save_lora_adapter()`, and the model after"
                 " `unload_lora()`, which keeps fused LoRA weights fused."
             )
+
+        _raise_if_bnb_4bit_statistics_rederived(self, self.__class__.__name__)
 
         hf_quantizer = getattr(self, "hf_quantizer", None)
         if hf_quantizer is not None:
