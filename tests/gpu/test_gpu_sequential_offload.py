@@ -23,7 +23,9 @@ RUNS_8BIT = ["8bit None", "8bit cuda"]
 def _assert_every_step_exact(steps):
     assert steps["failed_at"] is None, steps["error"]
     for step in ("offload", "lora"):
+        # Where the user asked (the default accelerator or "cuda": GPU 0), also after the LoRA loader re-applied it.
         assert steps[step]["offload_device"] == "cuda:0", step
+        assert steps[step]["hook_devices"] == ["cuda:0"], step
     for step in ("offload", "lora", "model_offload"):
         assert_all_zero(steps[step]["text_encoder"], 3)
         assert_all_zero(steps[step]["unet"], 3)

@@ -203,6 +203,22 @@ def device_map_balanced_nf4(workdir):
 # --------------------------------------------------------------------------------------------------------------
 
 
+def _hook_devices(pipe):
+    """The execution devices of the accelerate hooks on the pipeline's components (where offloaded weights go)."""
+    import torch
+
+    devices = set()
+    for component in pipe.components.values():
+        if not isinstance(component, torch.nn.Module):
+            continue
+        for module in component.modules():
+            hook = getattr(module, "_hf_hook", None)
+            for hook in getattr(hook, "hooks", [hook]):
+                if getattr(hook, "execution_device", None) is not None:
+                    devices.add(str(hook.execution_device))
+    return sorted(devices)
+
+
 def _sequential_offload_steps(workdir, kind, device):
     """The steps of one pipeline, in order; returns what each step measured and where the first failure happened.
 
@@ -224,7 +240,7 @@ def _sequential_offload_steps(workdir, kind, device):
 
     def offload():
         pipe.enable_sequential_cpu_offload(**({} if device is None else {"device": device}))
-        return {"offload_device": str(pipe._offload_device), **passes()}
+        return {"offload_device": str(pipe._offload_device), "hook_devices": _hook_devices(pipe), **passes()}
 
     def save():
         saved_path = workdir / f"saved-{kind}-{device}"
@@ -246,7 +262,7 @@ def _sequential_offload_steps(workdir, kind, device):
         reference.load_lora_weights(dict(state_dict))
         expected.update(text_encoder=_encode(reference.text_encoder, DEVICE), unet=unet_step(reference.unet))
         pipe.load_lora_weights(dict(state_dict))
-        return {"offload_device": str(pipe._offload_device), **passes()}
+        return {"offload_device": str(pipe._offload_device), "hook_devices": _hook_devices(pipe), **passes()}
 
     def model_offload():
         pipe.enable_model_cpu_offload(**({} if device is None else {"device": device}))
