@@ -5,10 +5,13 @@ installs the CPU wheel, `+cpu`), the version constraints.txt pins is installed a
 default PyPI, whose Linux x86_64 torch wheels are CUDA builds that pull their `nvidia-*` libraries; or PyTorch's own
 index for one CUDA version, e.g. https://download.pytorch.org/whl/cu128. On a machine without a package registry,
 TORCH_CUDA_WHEELS names a folder holding the torch wheel and its `nvidia-*` wheels (installed with `--no-index`).
+On a machine that shows no NVIDIA GPU (no `nvidia-smi`, no /dev/nvidiactl) torch is left alone; either way the step
+fails, saying why, unless torch ends up seeing a CUDA device.
 """
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,26 +39,33 @@ def _torch_build():
     return version, None if cuda == "None" else cuda, int(devices)
 
 
+def _nvidia_gpu_present():
+    return shutil.which("nvidia-smi") is not None or Path("/dev/nvidiactl").exists()
+
+
 def _install(requirement):
     wheels = os.environ.get("TORCH_CUDA_WHEELS")
-    source = (
-        ["--no-index", "--find-links", wheels]
-        if wheels
-        else ["--index-url", os.environ.get("TORCH_CUDA_INDEX_URL", DEFAULT_INDEX_URL)]
-    )
+    if wheels:
+        source = ["--no-index", "--find-links", wheels]
+    else:
+        source = ["--index-url", os.environ.get("TORCH_CUDA_INDEX_URL", DEFAULT_INDEX_URL)]
     print(f"installing the CUDA build of {requirement} from {wheels or source[-1]}", flush=True)
-    # Uninstalled first, so that pip installs the CUDA build's own dependencies but leaves the rest of the stack alone.
-    subprocess.run([sys.executable, "-m", "pip", "uninstall", "--yes", "torch"], check=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", *source, "-c", str(REPO_ROOT / "constraints.txt"), requirement],
-        check=True,
-    )
+    pip = [sys.executable, "-m", "pip", "install", *source, "-c", str(REPO_ROOT / "constraints.txt")]
+    # torch alone first: the installed build stays if the download fails. Then its own dependencies (nvidia-*), which
+    # pip adds to an installed requirement; the rest of the stack is left as it is.
+    subprocess.run([*pip, "--force-reinstall", "--no-deps", requirement], check=True)
+    subprocess.run([*pip, requirement], check=True)
 
 
 def main():
     requirement = pinned_torch()
     version, cuda, _ = _torch_build()
     if cuda is None:
+        if not _nvidia_gpu_present():
+            raise SystemExit(
+                f"torch {version} is not a CUDA build and this machine shows no NVIDIA GPU (no nvidia-smi, no "
+                "/dev/nvidiactl): torch left as it is. `make test-gpu` needs a machine with an NVIDIA GPU and its driver"
+            )
         print(f"torch {version} is not a CUDA build", flush=True)
         _install(requirement)
         version, cuda, _ = _torch_build()
