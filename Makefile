@@ -9,7 +9,7 @@ STAMP := $(dir $(PYTHON)).diffusers-patched-deps
 OUT ?= dist/patches
 CLI = $(PYTHON) -m tools.cli
 
-.PHONY: install demo test test-fast check-patches vendor export-patches edit refresh rebase rebase-continue bench lint
+.PHONY: install demo test test-fast test-gpu check-patches vendor export-patches edit refresh rebase rebase-continue bench lint
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -26,8 +26,9 @@ install: $(STAMP)
 demo: install
 	$(PYTHON) -m tools.demo
 
+# The GPU tests (tests/gpu/, marker `gpu`) are skipped without a CUDA device; -rs prints how many, and why.
 test: install check-patches lint
-	$(PYTHON) -m pytest tests
+	$(PYTHON) -m pytest -rs tests
 
 # For edit loops: every scenario once, patched side only (each patch shows in one at least); no upstream runs, no
 # carried upstream tests, no lint. `make test` before pushing.
@@ -38,6 +39,13 @@ test-fast: install
 lint: $(STAMP)
 	$(PYTHON) -m ruff check diffusers_patched tools tests setup.py
 	$(PYTHON) -m ruff format --check diffusers_patched tools tests setup.py
+
+# On a machine with a CUDA GPU: the GPU tests (every fix on CUDA, both sides) and the demo scenarios. Keeps the torch
+# installed if it is a CUDA build, else installs the CUDA build of the version constraints.txt pins (tools/cuda_torch.py:
+# TORCH_CUDA_INDEX_URL, or TORCH_CUDA_WHEELS for a folder of wheels on a machine without a package registry).
+test-gpu: install
+	$(PYTHON) -m tools.cuda_torch
+	$(PYTHON) -m pytest -rs tests/gpu tests/test_demo_scenarios.py
 
 check-patches: $(STAMP)
 	$(CLI) check

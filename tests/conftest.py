@@ -1,15 +1,27 @@
+import json
 import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+import torch
 
+from tests.support.gpu_scenarios import GPU_SCENARIOS
 from tests.support.scenarios import SCENARIOS, run_scenarios
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# The tests under tests/gpu/ (marker `gpu`): skipped, saying why, wherever torch sees no CUDA device. `make test-gpu`
+# runs them on a machine with one.
+requires_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason=f"needs a CUDA GPU: torch {torch.__version__} sees none (torch.cuda.is_available() is False); "
+    "`make test-gpu` runs these on a machine with one",
+)
 
 
 def run_python(code, *, patched=True, env=None, cwd=None, timeout=600):
@@ -41,3 +53,23 @@ def upstream_outcomes():
 def patched_outcomes():
     """Every registered scenario, run with the patches: `{name: Outcome}`."""
     return run_scenarios(list(SCENARIOS), patched=True)
+
+
+def _gpu_outcomes(patched):
+    """Every GPU scenario on one side, in one interpreter with CUDA; the outcomes (figures, peak GPU memory) are also
+    written to build/gpu-scenarios-{patched,upstream}.json for the notes."""
+    outcomes = run_scenarios(list(GPU_SCENARIOS), patched=patched, module="tests.support.gpu_scenarios", cuda=True)
+    path = REPO_ROOT / "build" / f"gpu-scenarios-{'patched' if patched else 'upstream'}.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({name: asdict(outcome) for name, outcome in outcomes.items()}, indent=2) + "\n")
+    return outcomes
+
+
+@pytest.fixture(scope="session")
+def gpu_upstream_outcomes():
+    return _gpu_outcomes(patched=False)
+
+
+@pytest.fixture(scope="session")
+def gpu_patched_outcomes():
+    return _gpu_outcomes(patched=True)

@@ -9,32 +9,20 @@ import pytest
 import torch
 from conftest import REPO_ROOT
 
+from tests.support.assertions import (
+    CAST_ERROR,
+    CPU_DEVICE_ERROR,
+    META_COPY_ERROR,
+    META_ITEM_ERROR,
+    assert_all_zero,
+    assert_raised,
+    result_of,
+)
 from tests.support.scenarios import PLAN_BUDGETS, SCENARIOS
 from tools.series import Project
 
 
 upstream = pytest.mark.upstream
-
-# What upstream raises when enable_sequential_cpu_offload(device="cpu") moves weights to "cpu:0"
-# (sequential-offload-keeps-the-user-device).
-CPU_DEVICE_ERROR = "new() received an invalid combination of arguments - got (Tensor, requires_grad=bool)"
-CAST_ERROR = "You cannot cast a bitsandbytes model in a new `dtype`"
-META_COPY_ERROR = "Cannot copy out of meta tensor; no data!"
-
-
-def result_of(outcome):
-    assert outcome.ok, outcome.error
-    return outcome.result
-
-
-def assert_raised(outcome, error_type, message):
-    assert not outcome.ok, outcome.result
-    assert outcome.error["type"] == error_type, outcome.error
-    assert message in outcome.error["message"], outcome.error
-
-
-def assert_all_zero(diffs, count):
-    torch.testing.assert_close(diffs, [0.0] * count, rtol=0, atol=0)
 
 
 def test_every_scenario_is_tested_on_both_sides():
@@ -166,7 +154,7 @@ def test_bnb_4bit_dispatch_cpu_disk_then_peft_upstream(upstream_outcomes):
     assert_raised(
         upstream_outcomes["bnb-4bit-dispatch-cpu-disk-then-peft"],
         "RuntimeError",
-        "Tensor.item() cannot be called on meta tensors",
+        META_ITEM_ERROR,
     )
 
 

@@ -389,16 +389,125 @@ CASES = {
 }
 
 
+# GPU rows, run when torch sees a CUDA device: the unaffected loads onto the GPU, the sequential-offload step and the
+# device-map placement. Not run yet: no GPU has been lent to this project.
+
+
+def _measure_gpu(load):
+    """Time and peak GPU memory (`torch.cuda.max_memory_allocated`) of `load()`, which leaves its result on the GPU."""
+    import torch
+
+    _import_before_timing()
+    torch.zeros(1, device="cuda")  # creates the CUDA context outside the clock
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    model = load()
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    parameters = sum(p.numel() for component in _modules(model) for p in component.parameters())
+    return {"seconds": seconds, "parameters": parameters, "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20}
+
+
+def _gpu_case_load_pipeline(size):
+    from tests.support.tiny_pipelines import load_tiny_sd_pipeline
+
+    return _measure_gpu(lambda: load_tiny_sd_pipeline(pipeline_fixture(size)).to("cuda"))
+
+
+def _gpu_case_single_file(size):
+    from diffusers import FluxTransformer2DModel
+
+    directory, checkpoint = single_file_fixture(size)
+    return _measure_gpu(
+        lambda: FluxTransformer2DModel.from_single_file(str(checkpoint), config=str(directory)).to("cuda")
+    )
+
+
+def _gpu_case_offloaded_4bit_step(size):
+    """Per-step time of an nf4 unet (diffusers' quantizer) + nf4 text encoder pipeline, and the peak GPU memory of the
+    steps: sequential offload patched; model offload upstream, which cannot offload a 4-bit model sequentially."""
+    import torch
+
+    from tests.support.gpu_scenarios import unet_step
+    from tests.support.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline
+
+    config = bnb_text_encoder_config("nf4", components=("text_encoder", "unet"))
+    pipe = load_tiny_sd_pipeline(pipeline_fixture(size), quantization_config=config)
+    if _patched():
+        pipe.enable_sequential_cpu_offload()
+    else:
+        pipe.enable_model_cpu_offload()
+    unet_step(pipe.unet)  # warm-up: kernels, cuBLAS workspace
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    for _ in range(5):
+        unet_step(pipe.unet)
+    torch.cuda.synchronize()
+    return {
+        "seconds": (time.perf_counter() - start) / 5,
+        "parameters": sum(p.numel() for p in pipe.unet.parameters()),
+        "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20,
+    }
+
+
+def _gpu_case_device_map_placement(size):
+    """device_map="balanced" with GPU 0 too small for all of an nf4 text encoder + nf4 unet + vae: load time, and the
+    bytes planned on GPU 0 against `torch.cuda.memory_allocated` once loaded (both sides load; upstream fails later)."""
+    import torch
+
+    from tests.support.gpu_scenarios import GPU0_BUDGETS, recording_planned_sizes
+    from tests.support.scenarios import DEVICE_MAP_TEXT_ENCODER
+    from tests.support.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
+
+    path = fixture_dir() / "sd-pipeline-device-map"
+    if not (path / "model_index.json").exists():
+        save_tiny_sd_pipeline(path, text_encoder_kwargs=DEVICE_MAP_TEXT_ENCODER)
+    config = bnb_text_encoder_config("nf4", components=("text_encoder", "unet"))
+    loaded = {}
+
+    def load():
+        loaded["pipe"] = load_tiny_sd_pipeline(
+            path, quantization_config=config, device_map="balanced", max_memory={0: GPU0_BUDGETS[size], "cpu": "1GB"}
+        )
+        return loaded["pipe"]
+
+    with recording_planned_sizes() as sizes:
+        result = _measure_gpu(load)
+    plan = loaded["pipe"].hf_device_map
+    planned = sum(sizes[name] for name, device in plan.items() if device == 0)
+    allocated = torch.cuda.memory_allocated()
+    return {**result, "note": f"{plan}: {planned / 1e6:.2f} MB planned, {allocated / 1e6:.2f} MB allocated on GPU 0"}
+
+
+GPU_CASES = {
+    "GPU: from_pretrained (saved pipeline) + .to('cuda')": (_gpu_case_load_pipeline, list(PIPELINE_SIZES)),
+    "GPU: from_single_file (nothing missing) + .to('cuda')": (_gpu_case_single_file, list(FLUX_SIZES)),
+    "GPU: nf4 unet + text encoder, unet step: sequential offload (patched) vs model offload (upstream)": (
+        _gpu_case_offloaded_4bit_step,
+        list(PIPELINE_SIZES),
+    ),
+    'GPU: device_map="balanced" load, nf4 text encoder + unet, GPU 0 budget: planned vs allocated': (
+        _gpu_case_device_map_placement,
+        ["#12719"],
+    ),
+}
+
+
 def _child(case, size):
-    function, _ = CASES[case]
+    function, _ = {**CASES, **GPU_CASES}[case]
     result = function() if size == "None" else function(size)
     # ru_maxrss is in KiB on Linux.
     result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(result))
 
 
-def _run(args, patched):
+def _run(args, patched, cuda=False):
     env = {**os.environ, "DIFFUSERS_PATCHED": "1" if patched else "0", "HF_HUB_OFFLINE": "1"}
+    if not cuda:
+        # CPU rows stay CPU rows on a GPU machine: transformers and diffusers would put bitsandbytes models on GPU 0.
+        env["CUDA_VISIBLE_DEVICES"] = ""
     start = time.perf_counter()
     process = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -408,11 +517,11 @@ def _run(args, patched):
     return {"wall": wall, **(json.loads(lines[-1]) if lines else {})}
 
 
-def _interleaved(args, repeats):
+def _interleaved(args, repeats, cuda=False):
     runs = {False: [], True: []}
     for _ in range(repeats):
         for patched in (False, True):
-            runs[patched].append(_run(args, patched))
+            runs[patched].append(_run(args, patched, cuda))
     return runs[False], runs[True]
 
 
@@ -439,6 +548,37 @@ def _cell(values, unit, digits):
     return f"{median:.{digits}f} {unit} ({min(values):.{digits}f}-{max(values):.{digits}f})", median
 
 
+def _case_row(case, size, repeats, cuda=False):
+    """One table row: both sides of a case, interleaved; peak RSS for CPU rows, peak GPU memory for GPU rows."""
+    if size is not None:
+        _run(["-m", "tools.bench", "--child", case, str(size)], patched=False, cuda=cuda)  # builds the fixture
+    upstream, patched = _interleaved(["-m", "tools.bench", "--child", case, str(size)], repeats, cuda)
+    up_cell, up = _cell([r["seconds"] for r in upstream], "s", 3)
+    pa_cell, pa = _cell([r["seconds"] for r in patched], "s", 3)
+    peak = "peak_gpu_mib" if cuda else "peak_rss_mib"
+    up_peak = statistics.median(r[peak] for r in upstream)
+    pa_peak = statistics.median(r[peak] for r in patched)
+    parameters = f"{upstream[0]['parameters'] / 1e6:.1f} M" if "parameters" in upstream[0] else ""
+    notes = " / ".join(runs[0]["note"] for runs in (upstream, patched) if "note" in runs[0])
+    digits = 1 if cuda else 0
+    return (
+        case,
+        size or "",
+        parameters,
+        up_cell,
+        pa_cell,
+        pa / up,
+        f"{up_peak:.{digits}f}",
+        f"{pa_peak:.{digits}f}",
+        pa_peak / up_peak if up_peak else "",
+        notes,
+    )
+
+
+def _markdown_row(row):
+    return f"| {' | '.join(str(c) if not isinstance(c, float) else f'{c:.3f}' for c in row)} |"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
@@ -462,29 +602,17 @@ def main(argv=None):
     startup_ms = _startup_cost(args.repeats * 4)
     for number, (case, size) in enumerate(jobs, 2):
         print(f"[{number}/{len(jobs) + 1}] {case} {size or ''}", file=sys.stderr, flush=True)
-        if size is not None:
-            _run(["-m", "tools.bench", "--child", case, str(size)], patched=False)  # builds the fixture
-        upstream, patched = _interleaved(["-m", "tools.bench", "--child", case, str(size)], args.repeats)
-        up_cell, up = _cell([r["seconds"] for r in upstream], "s", 3)
-        pa_cell, pa = _cell([r["seconds"] for r in patched], "s", 3)
-        up_rss = statistics.median(r["peak_rss_mib"] for r in upstream)
-        pa_rss = statistics.median(r["peak_rss_mib"] for r in patched)
-        parameters = f"{upstream[0]['parameters'] / 1e6:.1f} M" if "parameters" in upstream[0] else ""
-        notes = " / ".join(runs[0]["note"] for runs in (upstream, patched) if "note" in runs[0])
-        rows.append(
-            (
-                case,
-                size or "",
-                parameters,
-                up_cell,
-                pa_cell,
-                pa / up,
-                f"{up_rss:.0f}",
-                f"{pa_rss:.0f}",
-                pa_rss / up_rss,
-                notes,
-            )
-        )
+        rows.append(_case_row(case, size, args.repeats))
+    gpu_rows = []
+    if torch.cuda.is_available():
+        gpu_jobs = [(case, size) for case, (_, sizes) in GPU_CASES.items() if args.cases in case for size in sizes]
+        for number, (case, size) in enumerate(gpu_jobs, 1):
+            print(f"[GPU {number}/{len(gpu_jobs)}] {case} {size}", file=sys.stderr, flush=True)
+            try:
+                gpu_rows.append(_case_row(case, size, args.repeats, cuda=True))
+            except RuntimeError as e:
+                # Not run before on any GPU: one failing case must not take the others' figures with it.
+                gpu_rows.append((case, size, "", "failed", "failed", "", "", "", "", str(e).splitlines()[-1]))
 
     header = [
         f"diffusers-patched benchmark: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
@@ -498,9 +626,25 @@ def main(argv=None):
         " | RSS ratio | notes (upstream / patched) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    table = "\n".join(
-        header + [f"| {' | '.join(str(c) if not isinstance(c, float) else f'{c:.3f}' for c in row)} |" for row in rows]
-    )
+    table = "\n".join(header + [_markdown_row(row) for row in rows])
+    if torch.cuda.is_available():
+        properties = torch.cuda.get_device_properties(0)
+        table += "\n".join(
+            [
+                "",
+                "",
+                f"GPU rows: device: {properties.name} ({properties.total_memory / 2**30:.0f} GiB), CUDA "
+                f"{torch.version.cuda}; {args.repeats} interleaved repeats; median (min-max); peak GPU memory is "
+                "`torch.cuda.max_memory_allocated`.",
+                "",
+                "| case | size | parameters | upstream | patched | time ratio | peak GPU upstream (MiB) | peak GPU patched "
+                "(MiB) | GPU memory ratio | notes (upstream / patched) |",
+                "|---|---|---|---|---|---|---|---|---|---|",
+                *[_markdown_row(row) for row in gpu_rows],
+            ]
+        )
+    else:
+        table += "\n\nGPU rows: skipped (torch.cuda.is_available() is False)."
     print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(table + "\n")

@@ -62,9 +62,9 @@ class Outcome:
         return f"{self.error['type']}: {self.error['message']}"
 
 
-def scenario(name, patch, summary, text):
+def scenario(name, patch, summary, text, registry=SCENARIOS):
     def register(run):
-        SCENARIOS[name] = Scenario(name, patch, summary, text, run)
+        registry[name] = Scenario(name, patch, summary, text, run)
         return run
 
     return register
@@ -74,15 +74,20 @@ def error_of(exception):
     return {"type": type(exception).__name__, "message": str(exception)}
 
 
-def run_scenarios(names, patched):
+def run_scenarios(names, patched, module="tests.support.scenarios", cuda=False):
     """Run scenarios in one fresh interpreter (imports dominate their cost), with or without the patches.
 
-    Each scenario works in its own directory on models it builds itself; an error in one ends only that one.
+    Each scenario works in its own directory on models it builds itself; an error in one ends only that one. `module`
+    holds the scenarios (`tests.support.gpu_scenarios` for the CUDA ones). Without `cuda`, CUDA devices are hidden:
+    on a GPU machine, transformers and diffusers would otherwise load bitsandbytes models onto GPU 0 by themselves,
+    and a CPU scenario would no longer be about the CPU.
     """
     env = {**os.environ, "DIFFUSERS_PATCHED": "1" if patched else "0", "HF_HUB_OFFLINE": "1"}
+    if not cuda:
+        env["CUDA_VISIBLE_DEVICES"] = ""
     with tempfile.TemporaryDirectory() as workdir:
         process = subprocess.run(
-            [sys.executable, "-m", "tests.support.scenarios", workdir, *names],
+            [sys.executable, "-m", module, workdir, *names],
             cwd=REPO_ROOT,
             env=env,
             capture_output=True,
@@ -103,13 +108,13 @@ def run_scenarios(names, patched):
 _OUTCOME_PREFIX = "diffusers-patched scenario outcome: "
 
 
-def _main(workdir, *names):
+def _main(registry, workdir, *names):
     for name in names:
         scenario_dir = Path(workdir) / name
         scenario_dir.mkdir()
         start = time.perf_counter()
         try:
-            outcome = {"result": SCENARIOS[name].run(scenario_dir), "error": None}
+            outcome = {"result": registry[name].run(scenario_dir), "error": None}
         except Exception as e:
             traceback.print_exc()
             outcome = {"result": None, "error": error_of(e)}
@@ -185,16 +190,16 @@ def bnb_text_encoder_with_device_map(workdir):
     }
 
 
-def _encode(text_encoder):
+def _encode(text_encoder, device="cpu"):
     import torch
 
     with torch.no_grad():
-        return text_encoder(torch.tensor([[0, 5, 17, 99, 250, 2, 1, 1]]))[0]
+        return text_encoder(torch.tensor([[0, 5, 17, 99, 250, 2, 1, 1]], device=device))[0]
 
 
-def _diffs(text_encoder, expected, passes=3):
+def _diffs(text_encoder, expected, passes=3, device="cpu"):
     """Max abs difference of the text encoder's output to `expected`, on each of `passes` passes."""
-    return [(_encode(text_encoder) - expected).abs().max().item() for _ in range(passes)]
+    return [(_encode(text_encoder, device) - expected).abs().max().item() for _ in range(passes)]
 
 
 def _state_dict_copy(model):
@@ -226,19 +231,16 @@ def _meta_statistics(model):
     return names
 
 
-def _text_encoder_lora(text_encoder, rank=4):
+def _text_encoder_lora(text_encoder, rank=4, prefix="text_encoder", targets=(".q_proj", ".v_proj", ".fc1")):
+    """A LoRA for `load_lora_weights`: random A and B for the Linear layers named `*targets` (the unet's: `prefix="unet"`)."""
     import torch
 
     generator = torch.Generator().manual_seed(0)
     state_dict = {}
     for name, module in text_encoder.named_modules():
-        if name.endswith((".q_proj", ".v_proj", ".fc1")):
-            state_dict[f"text_encoder.{name}.lora_A.weight"] = torch.randn(
-                rank, module.in_features, generator=generator
-            )
-            state_dict[f"text_encoder.{name}.lora_B.weight"] = torch.randn(
-                module.out_features, rank, generator=generator
-            )
+        if name.endswith(targets):
+            state_dict[f"{prefix}.{name}.lora_A.weight"] = torch.randn(rank, module.in_features, generator=generator)
+            state_dict[f"{prefix}.{name}.lora_B.weight"] = torch.randn(module.out_features, rank, generator=generator)
     return state_dict
 
 
@@ -454,10 +456,51 @@ def save_offloaded_pipeline(workdir):
     text="make_bnb_offload_safe covered {covered} weights; max abs diff to the un-offloaded adapter model {diffs}",
 )
 def bnb_4bit_dispatch_cpu_disk_then_peft(workdir):
-    import torch
     from accelerate import dispatch_model
-    from peft import LoraConfig, PeftModel, get_peft_model
-    from transformers import AutoModelForCausalLM, BitsAndBytesConfig, LlamaConfig, LlamaForCausalLM
+    from peft import PeftModel
+
+    save_tiny_llama_with_adapter(workdir)
+    expected = llama_logits(PeftModel.from_pretrained(load_tiny_llama_4bit(workdir), workdir / "adapter"))
+    model = load_tiny_llama_4bit(workdir)
+    make_bnb_offload_safe = _make_bnb_offload_safe()
+    covered = make_bnb_offload_safe(model) if make_bnb_offload_safe else None
+    model = dispatch_model(model, device_map=LLAMA_CPU_DISK_MAP, offload_dir=workdir / "offload")
+    model = PeftModel.from_pretrained(model, workdir / "adapter")
+    return {"covered": covered, "diffs": [(llama_logits(model) - expected).abs().max().item() for _ in range(3)]}
+
+
+LLAMA_CPU_DISK_MAP = {
+    "model.embed_tokens": "cpu",
+    "model.rotary_emb": "cpu",
+    "model.layers.0": "cpu",
+    "model.layers.1": "disk",
+    "model.norm": "cpu",
+    "lm_head": "disk",
+}
+
+
+def load_tiny_llama_4bit(workdir, **kwargs):
+    """The Llama of `save_tiny_llama_with_adapter`, nf4 with double quant, computing in float32."""
+    import torch
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    quantization_config = BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.float32,
+        **kwargs.pop("quantization_kwargs", {}),
+    )
+    return AutoModelForCausalLM.from_pretrained(
+        workdir / "model", quantization_config=quantization_config, **kwargs
+    ).eval()
+
+
+def save_tiny_llama_with_adapter(workdir):
+    """A 2-layer Llama saved to `workdir / "model"`, and a LoRA for it (non-zero B) to `workdir / "adapter"`."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     config = LlamaConfig(
@@ -475,34 +518,12 @@ def bnb_4bit_dispatch_cpu_disk_then_peft(workdir):
     lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False)
     get_peft_model(model, lora).save_pretrained(workdir / "adapter")
 
-    def load():
-        quantization_config = BitsAndBytesConfig(
-            load_in_4bit=True,
-            bnb_4bit_quant_type="nf4",
-            bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.float32,
-        )
-        return AutoModelForCausalLM.from_pretrained(workdir / "model", quantization_config=quantization_config).eval()
 
-    def logits(model):
-        with torch.no_grad():
-            return model(torch.tensor([[1, 7, 42, 99, 200, 3]])).logits
+def llama_logits(model, device="cpu"):
+    import torch
 
-    expected = logits(PeftModel.from_pretrained(load(), workdir / "adapter"))
-    model = load()
-    make_bnb_offload_safe = _make_bnb_offload_safe()
-    covered = make_bnb_offload_safe(model) if make_bnb_offload_safe else None
-    device_map = {
-        "model.embed_tokens": "cpu",
-        "model.rotary_emb": "cpu",
-        "model.layers.0": "cpu",
-        "model.layers.1": "disk",
-        "model.norm": "cpu",
-        "lm_head": "disk",
-    }
-    model = dispatch_model(model, device_map=device_map, offload_dir=workdir / "offload")
-    model = PeftModel.from_pretrained(model, workdir / "adapter")
-    return {"covered": covered, "diffs": [(logits(model) - expected).abs().max().item() for _ in range(3)]}
+    with torch.no_grad():
+        return model(torch.tensor([[1, 7, 42, 99, 200, 3]], device=device)).logits
 
 
 def _wan22_typed_as_wan21(workdir, fmt):
@@ -1175,4 +1196,4 @@ def bnb_4bit_save_after_cpu_forward(workdir):
 
 
 if __name__ == "__main__":
-    _main(*sys.argv[1:])
+    _main(SCENARIOS, *sys.argv[1:])

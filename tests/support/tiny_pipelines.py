@@ -91,15 +91,18 @@ def load_tiny_sd_pipeline(path, **kwargs):
     )
 
 
-def bnb_text_encoder_config(kind="nf4", double_quant=False, **extra):
-    """PipelineQuantizationConfig quantizing only the (transformers) text encoder: "nf4", "fp4" or "8bit"."""
+def bnb_text_encoder_config(kind="nf4", double_quant=False, components=("text_encoder",), **extra):
+    """PipelineQuantizationConfig quantizing the (transformers) text encoder: "nf4", "fp4" or "8bit".
+
+    `components=("text_encoder", "unet")` also quantizes the unet, with diffusers' own quantizer: that needs a GPU.
+    """
     from diffusers.quantizers import PipelineQuantizationConfig
 
     if kind == "8bit":
         return PipelineQuantizationConfig(
             quant_backend="bitsandbytes_8bit",
             quant_kwargs={"load_in_8bit": True, **extra},
-            components_to_quantize=["text_encoder"],
+            components_to_quantize=list(components),
         )
     return PipelineQuantizationConfig(
         quant_backend="bitsandbytes_4bit",
@@ -109,7 +112,7 @@ def bnb_text_encoder_config(kind="nf4", double_quant=False, **extra):
             "bnb_4bit_use_double_quant": double_quant,
             **extra,
         },
-        components_to_quantize=["text_encoder"],
+        components_to_quantize=list(components),
     )
 
 
