@@ -217,9 +217,13 @@ def test_status_command_reports_upstream_activation_patches_and_vendored_modules
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"upstream diffusers: {UPSTREAM_VERSION} (matches the series base {UPSTREAM_VERSION})"
-    assert lines[1] == "activation: active"
-    assert lines[2] == "guards: pass"
-    assert lines[3] == "patches:"
+    assert lines[1] == (
+        f"build: diffusers-patched {_vendor.VERSION}, for diffusers {UPSTREAM_VERSION} "
+        f"(supported releases: {', '.join(_vendor.SUPPORTED_RELEASES)})"
+    )
+    assert lines[2] == "activation: active"
+    assert lines[3] == "guards: pass"
+    assert lines[4] == "patches:"
     for patch in _vendor.PATCHES:
         line = next(line for line in lines if line.startswith(f"  {patch['file']}: "))
         assert patch["subject"] in line
@@ -255,8 +259,11 @@ def shadows(tmp_path_factory):
 def _expected_guard_message(name, entry):
     if name == "other_version":
         return [
-            f"installed diffusers is 0.42.0, but this diffusers-patched is built for diffusers {UPSTREAM_VERSION}",
+            f"installed diffusers is 0.42.0, but this diffusers-patched ({UPSTREAM_VERSION}.post1) is built for "
+            f"diffusers {UPSTREAM_VERSION}",
             f"`pip install diffusers=={UPSTREAM_VERSION}`",
+            # 0.42.0 is a supported release: the message names its build.
+            "the build for it, `pip install diffusers-patched==0.42.0.post1`",
         ]
     path = entry / "diffusers" / "pipelines" / "pipeline_loading_utils.py"
     found = hashlib.sha256(path.read_bytes()).hexdigest()
