@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 
 
 UPSTREAM = "diffusers"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_SOURCE_DIR = "src/"
 FORMAT_PATCH_FLAGS = [
     "--keep-subject",

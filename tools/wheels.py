@@ -7,6 +7,7 @@ is never touched. Builds are reproducible: fixed SOURCE_DATE_EPOCH, normalized f
 entries, so a rebuild is byte-identical (checked by `dist/SHA256SUMS`).
 """
 
+import hashlib
 import os
 import re
 import shutil
@@ -78,3 +79,55 @@ def build_wheels(project, out_dir, versions=None):
     sums = "".join(f"{series.sha256_of(path)}  {path.name}\n" for path in sorted(out_dir.glob("*.whl")))
     (out_dir / "SHA256SUMS").write_text(sums)
     return wheels
+
+
+def cached_wheel(requirement):
+    """The wheel of `requirement` (`name==version`), downloaded once with pip (no dependencies) into the cache."""
+    name, version = requirement.split("==")
+    wheels = series.cache_dir() / "wheels"
+    pattern = f"{re.sub(r'[-_.]+', '_', name)}-{version}-*.whl"
+    found = sorted(wheels.glob(pattern))
+    if not found:
+        wheels.mkdir(parents=True, exist_ok=True)
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+             "--dest", str(wheels), requirement],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        found = sorted(wheels.glob(pattern))
+        if result.returncode != 0 or not found:
+            raise series.SeriesError(f"could not download the wheel of {requirement}:\n{result.stderr[-2000:]}")
+    return found[0]
+
+
+def release_wheels(project, version):
+    """The wheels a release's checks install over the verified stack: diffusers itself, and the packages the release
+    pins differently (releases.json `stack`: e.g. diffusers 0.41.0 requires huggingface-hub<2.0)."""
+    stack = project.release_record(version).get("stack", [])
+    return [cached_wheel(f"{series.UPSTREAM}=={version}"), *map(cached_wheel, stack)]
+
+
+def release_site(project, version):
+    """A directory with diffusers `version`, its stack pins and its diffusers-patched wheel (`pip install --no-deps
+    --target`).
+
+    Placed first on PYTHONPATH, it runs that release over the one verified stack installed here: diffusers is pure
+    Python, and the installed .pth's `import diffusers_patched` finds this directory's copy first. Cached by the
+    wheels' hashes, so a changed series or stack gets a fresh directory.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        wheel = build_wheel(project, version, tmp)
+        wheels = [*release_wheels(project, version), wheel]
+        key = hashlib.sha256(" ".join(series.sha256_of(path) for path in wheels).encode()).hexdigest()
+        site = series.cache_dir() / "sites" / f"{version}-{key[:16]}"
+        if not site.exists():
+            staging = Path(tempfile.mkdtemp(dir=site.parent.mkdir(parents=True, exist_ok=True) or site.parent))
+            result = subprocess.run(
+                [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
+                 str(staging), *map(str, wheels)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if result.returncode != 0:
+                raise series.SeriesError(f"installing diffusers {version} into {staging} failed:\n{result.stderr}")
+            staging.rename(site)
+    return site

@@ -74,12 +74,16 @@ def error_of(exception):
     return {"type": type(exception).__name__, "message": str(exception)}
 
 
-def run_scenarios(names, patched):
+def run_scenarios(names, patched, site=None):
     """Run scenarios in one fresh interpreter (imports dominate their cost), with or without the patches.
 
     Each scenario works in its own directory on models it builds itself; an error in one ends only that one.
+    `site`: a directory with another diffusers release and its diffusers-patched (tools/wheels.py `release_site`),
+    first on the path.
     """
     env = {**os.environ, "DIFFUSERS_PATCHED": "1" if patched else "0", "HF_HUB_OFFLINE": "1"}
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
     with tempfile.TemporaryDirectory() as workdir:
         process = subprocess.run(
             [sys.executable, "-m", "tests.support.scenarios", workdir, *names],
