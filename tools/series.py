@@ -1105,15 +1105,17 @@ def add_release(project, version):
     vendor(project)  # the manifest lists the supported releases
 
 
-def release_vendor(project, version):
+def release_vendor(project, version, primary=None):
     """{relative path under _vendor: bytes} of the vendored tree for supported release `version`, from pristine +
-    series (for the primary that is the committed tree, which `check` keeps identical)."""
+    series (for the primary that is the committed tree, which `check` keeps identical). `primary`: a scratch
+    checkout of the primary to reuse (`scratch_checkout`), for several releases in a row."""
     record = project.release_record(version)
     with tempfile.TemporaryDirectory() as tmp:
-        primary = Path(tmp) / "primary"
-        entries = scratch_checkout(project, primary)
+        if primary is None:
+            primary = Path(tmp) / "primary"
+            scratch_checkout(project, primary)
         if version == project.read_base()["version"]:
-            return build_vendor(project, primary, entries)
+            return build_vendor(project, primary, project.read_series())
         plan = release_checkout(project, primary, Path(tmp) / version, version)
         names = [name for name, _, _ in plan]
         backported = [name for name, _, is_backport in plan if is_backport]

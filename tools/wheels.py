@@ -25,7 +25,7 @@ PACKAGE_FILES = ["pyproject.toml", "setup.py", "README.md"]
 _PIN_RE = re.compile(r'"diffusers==[^"]*"')
 
 
-def build_tree(project, version, dest):
+def build_tree(project, version, dest, primary=None):
     """The package sources in `dest`, with `version`'s vendored tree and its exact diffusers pin."""
     for name in PACKAGE_FILES:
         shutil.copyfile(project.root / name, dest / name)
@@ -39,19 +39,19 @@ def build_tree(project, version, dest):
         raise series.SeriesError('pyproject.toml must pin diffusers exactly once ("diffusers==X.Y.Z").')
     (dest / "pyproject.toml").write_text(_PIN_RE.sub(f'"diffusers=={version}"', pyproject))
     vendor_dir = dest / "diffusers_patched" / "_vendor"
-    for path, content in series.release_vendor(project, version).items():
+    for path, content in series.release_vendor(project, version, primary).items():
         (vendor_dir / path).parent.mkdir(parents=True, exist_ok=True)
         (vendor_dir / path).write_bytes(content)
     for path in dest.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
 
 
-def build_wheel(project, version, out_dir):
+def build_wheel(project, version, out_dir, primary=None):
     """Build the wheel for supported release `version` into `out_dir`; returns its path."""
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "source"
         source.mkdir()
-        build_tree(project, version, source)
+        build_tree(project, version, source, primary)
         wheel_dir = Path(tmp) / "wheel"
         result = subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
@@ -75,7 +75,10 @@ def build_wheels(project, out_dir, versions=None):
         project.release_record(version)  # refuses an unsupported release before anything is built
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    wheels = [build_wheel(project, version, out_dir) for version in versions]
+    with tempfile.TemporaryDirectory() as tmp:
+        primary = Path(tmp) / "primary"  # one checkout of the primary's series, replayed onto every release
+        series.scratch_checkout(project, primary)
+        wheels = [build_wheel(project, version, out_dir, primary) for version in versions]
     sums = "".join(f"{series.sha256_of(path)}  {path.name}\n" for path in sorted(out_dir.glob("*.whl")))
     (out_dir / "SHA256SUMS").write_text(sums)
     return wheels
@@ -107,16 +110,16 @@ def release_wheels(project, version):
     return [cached_wheel(f"{series.UPSTREAM}=={version}"), *map(cached_wheel, stack)]
 
 
-def release_site(project, version):
+def release_site(project, version, wheel=None):
     """A directory with diffusers `version`, its stack pins and its diffusers-patched wheel (`pip install --no-deps
     --target`).
 
     Placed first on PYTHONPATH, it runs that release over the one verified stack installed here: diffusers is pure
     Python, and the installed .pth's `import diffusers_patched` finds this directory's copy first. Cached by the
-    wheels' hashes, so a changed series or stack gets a fresh directory.
+    wheels' hashes, so a changed series or stack gets a fresh directory. `wheel`: the release's wheel, if built.
     """
     with tempfile.TemporaryDirectory() as tmp:
-        wheel = build_wheel(project, version, tmp)
+        wheel = wheel or build_wheel(project, version, tmp)
         wheels = [*release_wheels(project, version), wheel]
         key = hashlib.sha256(" ".join(series.sha256_of(path) for path in wheels).encode()).hexdigest()
         site = series.cache_dir() / "sites" / f"{version}-{key[:16]}"
