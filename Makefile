@@ -9,7 +9,7 @@ STAMP := $(dir $(PYTHON)).diffusers-patched-deps
 OUT ?= dist/patches
 CLI = $(PYTHON) -m tools.cli
 
-.PHONY: wheels install demo test test-fast check-patches vendor export-patches edit refresh rebase rebase-continue bench lint
+.PHONY: wheels refresh-releases install demo test test-fast check-patches vendor export-patches edit refresh rebase rebase-continue bench lint
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -60,6 +60,10 @@ edit: $(STAMP)
 
 refresh: $(STAMP)
 	$(CLI) refresh $(if $(RELEASE),--release $(RELEASE))
+
+# After a patch was added or changed: every other release's record follows, or what it needs is listed.
+refresh-releases: $(STAMP)
+	$(CLI) refresh-releases
 
 rebase: $(STAMP)
 	@test -n "$(UPSTREAM)" || { echo "usage: make rebase UPSTREAM=X.Y.Z" >&2; exit 2; }

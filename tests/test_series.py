@@ -533,6 +533,11 @@ def test_refresh_adds_a_new_commit_as_a_new_patch(project):
     assert vendored.read_bytes() == (repo / "src/diffusers/utils/doc_utils.py").read_bytes()
     assert "'diffusers.utils.doc_utils'" in (project.vendor_dir / "__init__.py").read_text()
     assert "src/diffusers/utils/doc_utils.py" in project.read_base()["files"]
+    # The new patch touches a new file: every other release's record follows it.
+    assert "make refresh-releases" in series_error(series.check, project)
+    assert series.refresh_releases(project) == {version: [] for version in OLDER}
+    for version in OLDER:
+        assert "src/diffusers/utils/doc_utils.py" in project.release_record(version)["files"]
     assert series.check(project) == names
 
 

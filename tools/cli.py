@@ -13,6 +13,7 @@ COMMANDS = {
     "export": "write the upstream-ready patches (not the `Forwarded: not-needed` ones) as mbox files, verified",
     "edit": "make build/series (--release X: build/series-X): pristine + series as git commits to change",
     "refresh": "rewrite patches and vendored tree from the commits in build/series (--release X: X's backports)",
+    "refresh-releases": "replay the series onto every other supported release and rewrite their records",
     "add-release": "support another diffusers release: record its sdist; the series is replayed onto it",
     "wheels": "build one wheel per supported release (or --release X) and SHA256SUMS into --out",
     "rebase": "replay the series onto another upstream release with a 3-way merge",
@@ -56,6 +57,8 @@ def run(args):
             f"diffusers {args.release}: {len(names)} patch(es), backported: {', '.join(backported) or 'none'}; "
             "patches/releases.json and its backports rewritten"
         )
+    if args.command == "refresh-releases":
+        return "\n".join(_release_report(series.refresh_releases(project))) or "no other supported release"
     if args.command == "add-release":
         series.add_release(project, args.version)
         return (
@@ -73,10 +76,17 @@ def run(args):
         names, dropped, releases = series.rebase_continue(project)
     report = [f"series rebased onto diffusers {project.read_base()['version']}: " + ", ".join(names)]
     report.extend(f"{name}: applied upstream, dropped from the series" for name in dropped)
-    for version, problems in releases.items():
-        report.append(f"diffusers {version}: " + ("replays, still supported" if not problems else "NEEDS WORK:"))
-        report.extend(f"  {line}" for problem in problems for line in problem.splitlines())
+    report.extend(_release_report(releases))
     return "\n".join(report)
+
+
+def _release_report(releases):
+    """Lines for {release: problems}: which releases replay, and what the others need."""
+    report = []
+    for version, problems in releases.items():
+        report.append(f"diffusers {version}: " + ("replays, supported" if not problems else "NEEDS WORK:"))
+        report.extend(f"  {line}" for problem in problems for line in problem.splitlines())
+    return report
 
 
 def main(argv=None):

@@ -815,15 +815,23 @@ def _finish_rebase(project, repo):
         project.write_releases(releases)
     base = {"version": state["version"], "sdist_sha256": state["sdist_sha256"], "files": {}}
     _write_from_repo(project, repo, base, names)
-    report = _releases_after_rebase(project, repo)
+    report = _update_releases(project, repo)
     shutil.rmtree(repo)
     return names, dropped, report
 
 
-def _releases_after_rebase(project, primary_repo):
-    """{release: problems} after moving the primary: each release's record follows the replay; a release that no
-    longer replays, or whose backports became stale or unnecessary, has its problems listed (`make check-patches`
-    fails on them until they are fixed or the release is removed from releases.json)."""
+def refresh_releases(project):
+    """Replay the series onto every other supported release and rewrite their records (the files the series touches
+    there), e.g. after a new patch; returns {release: problems} (see `_update_releases`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch_checkout(project, Path(tmp) / "primary")
+        return _update_releases(project, Path(tmp) / "primary")
+
+
+def _update_releases(project, primary_repo):
+    """{release: problems} after the series or the primary changed: each release's record follows the replay; a
+    release that no longer replays, or whose backports became stale or unnecessary, has its problems listed (`make
+    check-patches` fails on them until they are fixed or the release is removed from releases.json)."""
     report = {}
     with tempfile.TemporaryDirectory() as tmp:
         for version in project.supported_releases()[1:]:
@@ -993,7 +1001,7 @@ def check_release(project, primary_repo, repo, version):
     if pristine_hashes(repo) != record["files"]:
         problems.append(
             f"patches/releases.json: the pristine sha256 recorded for {version} are not those of exactly the files "
-            f"its series touches; {remedy}."
+            "its series touches (a patch was added or changed?); run `make refresh-releases`."
         )
     for (name, patch, is_backport), commit in zip(plan, series_commits(repo)):
         if not is_backport:
