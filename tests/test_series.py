@@ -728,6 +728,7 @@ def test_several_bug_trailers_are_kept_in_the_vendored_manifest(empty_project):
             "origin": None,
             "forwarded": "no",
             "applied_upstream": None,
+            "backport": False,  # the primary's tree: no backports
         }
     ]
     assert series.check(project) == [name]
