@@ -237,6 +237,8 @@ def test_status_command_reports_upstream_activation_patches_and_vendored_modules
 # Guards: a diffusers that is not the pristine series base, shadowing the installed one on PYTHONPATH.
 _SHADOWS = {
     "other_version": ("__init__.py", f'__version__ = "{UPSTREAM_VERSION}"\n', '__version__ = "0.42.0"\n'),
+    # A release no build exists for: the message lists the supported ones.
+    "unsupported_version": ("__init__.py", f'__version__ = "{UPSTREAM_VERSION}"\n', '__version__ = "0.30.0"\n'),
     "modified_module": ("pipelines/pipeline_loading_utils.py", "\n", "\n# changed locally\n"),
 }
 
@@ -257,6 +259,14 @@ def shadows(tmp_path_factory):
 
 
 def _expected_guard_message(name, entry):
+    if name == "unsupported_version":
+        from diffusers_patched import _vendor
+
+        return [
+            "installed diffusers is 0.30.0",
+            "no diffusers-patched build exists for diffusers 0.30.0; the supported releases are "
+            + ", ".join(_vendor.SUPPORTED_RELEASES),
+        ]
     if name == "other_version":
         return [
             f"installed diffusers is 0.42.0, but this diffusers-patched ({UPSTREAM_VERSION}.post1) is built for "
