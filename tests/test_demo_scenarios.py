@@ -231,6 +231,8 @@ def test_gguf_sequential_offload(patched_outcomes):
     result = result_of(patched_outcomes["gguf-sequential-offload"])
     assert result["quantized"]
     assert_all_zero(result["diffs"], 6)
+    # Upstream refuses to serialize GGUF models, offloaded or not, and says so: nothing to fix there.
+    assert "is quantized with QuantizationMethod.GGUF and is not serializable" in result["save_error"]
 
 
 # refuse-to-save-a-model-with-lora-adapters-injected.
@@ -244,6 +246,70 @@ def test_save_model_with_lora_injected_upstream(upstream_outcomes):
 def test_save_model_with_lora_injected(patched_outcomes):
     result = result_of(patched_outcomes["save-model-with-lora-injected"])
     assert "LoRA adapters ['default']" in result["refused"] and "unload_lora()" in result["refused"]
+
+
+# from-pretrained-materializes-missing-weights: from_pretrained leaves no tensor on meta and reports missing keys once.
+@upstream
+def test_from_pretrained_missing_keys_upstream(upstream_outcomes):
+    # `strict` is not an argument upstream: it ends in the config, unused. The weights stay on meta.
+    assert_raised(
+        upstream_outcomes["from-pretrained-missing-keys"],
+        "RuntimeError",
+        "Tensor on device meta is not on the expected device cpu!",
+    )
+
+
+def test_from_pretrained_missing_keys(patched_outcomes):
+    result = result_of(patched_outcomes["from-pretrained-missing-keys"])
+    assert result["meta_tensors"] == 0 and result["output_diff"] == 0.0
+    assert result["missing_keys_zero"] == result["missing_keys"] > 0
+    (warning,) = result["warnings"]
+    assert f"{result['missing_keys']} keys" in warning and "They were initialized with zeros" in warning
+    assert "because the following keys are missing" in result["strict_error"]
+
+
+# fuse-lora-into-gguf-quantized-weights.
+@upstream
+def test_fuse_lora_into_gguf_upstream(upstream_outcomes):
+    # PEFT added the LoRA to the packed bytes: 64 Q8_0 values are 2 blocks of 34 bytes.
+    assert_raised(
+        upstream_outcomes["fuse-lora-into-gguf"],
+        "RuntimeError",
+        "The size of tensor a (68) must match the size of tensor b (64)",
+    )
+
+
+def test_fuse_lora_into_gguf(patched_outcomes):
+    result = result_of(patched_outcomes["fuse-lora-into-gguf"])
+    torch.testing.assert_close(result["fused_diffs"], [0.0, 0.0], rtol=0, atol=1e-5)
+    assert result["fused_weight"] == "Parameter torch.float32"
+    # Fused into float32 (4 bytes a value) from Q8_0 (34 bytes for 32 values).
+    assert result["fused_bytes"] * 34 == result["quantized_bytes"] * 4 * 32
+    assert result["restored"] == result["quantized_weights"] > 0
+    assert result["meta_tensors"] == 0
+
+
+# ltx2-single-file-converters-take-only-their-own-weights, ltx2-single-file-map-ltx-2-3-keys and
+# ltx2-audio-vae-loads-from-a-single-file.
+@upstream
+def test_ltx2_3_single_file_upstream(upstream_outcomes):
+    # The transformer's converter leaves 2.3's prompt AdaLN on meta (and takes every other component's weights).
+    assert_raised(upstream_outcomes["ltx2-3-single-file"], "NotImplementedError", META_COPY_ERROR)
+
+
+def test_ltx2_3_single_file(patched_outcomes):
+    result = result_of(patched_outcomes["ltx2-3-single-file"])
+    assert result["meta_tensors"] == 0
+    assert all(a == b for a, b in (equal.split("/") for equal in result["equal"].values())), result["equal"]
+    assert result["from_single_file"] == {
+        "transformer": True,
+        "vae": True,
+        "audio_vae": True,
+        "connectors": False,
+        # No converters in 0.42.1: the pipeline takes them from `config`.
+        "vocoder": False,
+    }
+    torch.testing.assert_close([result["transformer_diff"], result["vae_diff"]], [0.0, 0.0], rtol=0, atol=1e-5)
 
 
 def _assert_bad_files_named(errors):
@@ -364,3 +430,33 @@ def test_save_offloaded_pipeline(patched_outcomes):
         assert_all_zero(result["saved_diffs"], 1)
         assert result["offloaded_device"] == "meta", kind
         assert_all_zero(result["offloaded_diffs"], 1)
+
+
+# refuse-to-save-bnb-4bit-statistics-repacked-on-cpu: save_pretrained after a CPU forward pass that repacked 4-bit
+# weights refuses instead of saving re-derived statistics; with make_bnb_offload_safe first, it saves the exact ones.
+
+
+@upstream
+def test_bnb_4bit_save_after_cpu_forward_upstream(upstream_outcomes):
+    # Saved without a word, with re-derived absmax: the reloaded encoder (and the saved one) compute different outputs.
+    result = result_of(upstream_outcomes["bnb-4bit-save-after-cpu-forward"])
+    assert_all_zero(result["saved_before"], 4)
+    assert result["refusal"] is None and result["made_safe_diffs"] is None
+    for kind, kind_result in result["kinds"].items():
+        assert kind_result["saved_after"] > (0.1 if kind in ("nf4", "fp4") else 1e-3), kind
+        assert kind_result["in_memory_after_save"] == kind_result["saved_after"], kind
+        assert kind_result["statistics_equal"] < kind_result["statistics"], kind
+
+
+def test_bnb_4bit_save_after_cpu_forward(patched_outcomes):
+    result = result_of(patched_outcomes["bnb-4bit-save-after-cpu-forward"])
+    assert_all_zero(result["saved_before"], 4)
+    assert result["kinds"] == {kind: {"saved_after": "refused"} for kind in ("nf4", "fp4", "nf4-dq", "fp4-dq")}
+    assert result["refusal"].startswith(
+        "Cannot save `text_encoder` (CLIPTextModel): the bitsandbytes 4-bit quantization statistics of 12 weight(s) "
+        "(encoder.layers.0.self_attn.k_proj.weight, "
+    )
+    assert "call `make_bnb_offload_safe(model)` before its first forward pass" in result["refusal"]
+    assert_all_zero(result["made_safe_diffs"], 4)
+    assert_all_zero(result["made_safe_in_memory_diffs"], 4)
+    assert result["made_safe_statistics_equal"] == result["statistics"] == 192

@@ -220,6 +220,116 @@ def _case_single_file_missing_keys(size):
     return _measure(lambda: WanTransformer3DModel.from_single_file(str(checkpoint), config=str(config)))
 
 
+def _case_from_pretrained_missing_keys(size):
+    from diffusers import WanTransformer3DModel
+
+    from tests.support.tiny_checkpoints import build_wan, wan_config
+
+    directory = fixture_dir() / f"wan22-i2v-folder-{size}"
+    if not (directory / "config.json").exists():
+        build_wan(wan_config("wan2.2-i2v", num_layers=WAN_LAYERS[size])).save_pretrained(directory)
+    # Patched: with the image layers of Wan2.1-I2V added, which the checkpoint lacks. Upstream: as saved.
+    added_layers = {"image_dim": 32, "added_kv_proj_dim": 64} if _patched() else {}
+    return _measure(lambda: WanTransformer3DModel.from_pretrained(directory, **added_layers))
+
+
+def _wan_gguf_fixture(size):
+    """A Q8_0 GGUF Wan transformer in the original key names, plus its config directory."""
+    from tests.support.tiny_checkpoints import (
+        build_wan,
+        wan_config,
+        wan_original_state_dict,
+        write_config_dir,
+        write_gguf,
+    )
+
+    config = wan_config("t2v", num_layers=WAN_LAYERS[size])
+    directory = fixture_dir() / f"wan-gguf-{size}"
+    checkpoint = directory / "wan.gguf"
+    if not checkpoint.exists():
+        write_config_dir("WanTransformer3DModel", config, directory)
+        write_gguf(wan_original_state_dict(build_wan(config)), str(directory / "partial.gguf"))
+        (directory / "partial.gguf").rename(checkpoint)
+    return config, directory, checkpoint
+
+
+def _case_offloaded_gguf_forward(size):
+    import torch
+    from accelerate import cpu_offload
+    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
+
+    from tests.support.tiny_checkpoints import wan_inputs
+
+    config, directory, checkpoint = _wan_gguf_fixture(size)
+    model = WanTransformer3DModel.from_single_file(
+        str(checkpoint), config=str(directory), quantization_config=GGUFQuantizationConfig(torch.float32)
+    )
+    if _patched():
+        cpu_offload(model, torch.device("cpu"))
+    inputs = wan_inputs(config)
+    with torch.no_grad():
+        start = time.perf_counter()
+        model(**inputs)
+        first = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(5):
+            model(**inputs)
+    parameters = sum(p.numel() for p in model.parameters())
+    return {
+        "seconds": (time.perf_counter() - start) / 5,
+        "parameters": parameters,
+        "note": f"first pass {first:.3f} s",
+    }
+
+
+def _case_gguf_lora_forward(size):
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler, GGUFQuantizationConfig, WanPipeline, WanTransformer3DModel
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    from tests.support.tiny_checkpoints import wan_inputs, wan_lightx2v_lora
+
+    config, directory, checkpoint = _wan_gguf_fixture(size)
+    _import_before_timing()
+    transformer = WanTransformer3DModel.from_single_file(
+        str(checkpoint),
+        config=str(directory),
+        quantization_config=GGUFQuantizationConfig(compute_dtype=torch.bfloat16),
+        local_files_only=True,
+    )
+    pipe = WanPipeline(
+        tokenizer=None,
+        text_encoder=None,
+        vae=None,
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        transformer=transformer,
+    )
+    pipe.load_lora_weights(wan_lightx2v_lora(config))
+
+    def lora_weights_mb():
+        layers = [module for module in transformer.modules() if isinstance(module, BaseTunerLayer)]
+        return sum(layer.get_base_layer().weight.nbytes for layer in layers) / 1e6
+
+    quantized_mb = lora_weights_mb()
+    if _patched():
+        pipe.fuse_lora()
+        note = f"fused: {lora_weights_mb():.2f} MB bfloat16 + {quantized_mb:.2f} MB Q8_0 kept for unfuse_lora"
+    else:
+        note = f"unfused: {quantized_mb:.2f} MB Q8_0"
+    inputs = {
+        name: value.to(torch.bfloat16) if value.is_floating_point() else value
+        for name, value in wan_inputs(config).items()
+        if isinstance(value, torch.Tensor)
+    }
+    with torch.no_grad():
+        transformer(**inputs)
+        start = time.perf_counter()
+        for _ in range(5):
+            transformer(**inputs)
+    parameters = sum(p.numel() for p in transformer.parameters())
+    return {"seconds": (time.perf_counter() - start) / 5, "parameters": parameters, "note": note}
+
+
 def _case_device_map_planning(size):
     from tests.support.scenarios import DEVICE_MAP_TEXT_ENCODER, GPU_BUDGET_FITS_ONLY_QUANTIZED
     from tests.support.tiny_pipelines import (
@@ -256,9 +366,21 @@ CASES = {
         _case_single_file_missing_keys,
         list(WAN_LAYERS),
     ),
+    "Wan from_pretrained: missing keys (patched) vs matching config (upstream)": (
+        _case_from_pretrained_missing_keys,
+        list(WAN_LAYERS),
+    ),
+    "GGUF Q8_0 Wan forward: sequential offload (patched) vs not offloaded (upstream)": (
+        _case_offloaded_gguf_forward,
+        list(WAN_LAYERS),
+    ),
     "save_pretrained: offloaded by accelerate's hooks (patched) vs not offloaded (upstream)": (
         _case_save_offloaded_pipeline,
         list(PIPELINE_SIZES),
+    ),
+    "Wan GGUF (Q8_0, bfloat16 compute) + LoRA forward: fused (patched) vs unfused (upstream)": (
+        _case_gguf_lora_forward,
+        list(WAN_LAYERS),
     ),
     'device_map="balanced" planning, nf4 text encoder, GPU 0 budget (no weights loaded)': (
         _case_device_map_planning,

@@ -690,8 +690,11 @@ def single_file_t5_text_encoder(workdir):
 @scenario(
     "gguf-sequential-offload",
     patch="gguf-dequantized-weights-stay-parameters.patch",
-    summary="GGUF (Q8_0) Wan transformer under accelerate's sequential offload hooks, offloaded twice",
-    text="max abs diff to the un-offloaded model per pass {diffs}; weights still GGUF-quantized: {quantized}",
+    summary="GGUF (Q8_0) Wan transformer under sequential offload hooks; a LoRA loaded while offloaded; saved",
+    text=(
+        "max abs diff to the un-offloaded model per pass {diffs} (passes 4-6 with a LoRA loaded while offloaded); "
+        "weights still GGUF-quantized: {quantized}; save_pretrained: {save_error}"
+    ),
 )
 def gguf_sequential_offload(workdir):
     import torch
@@ -699,6 +702,8 @@ def gguf_sequential_offload(workdir):
     from accelerate.hooks import remove_hook_from_module
     from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
     from diffusers.quantizers.gguf.utils import GGUFParameter
+    from peft import LoraConfig
+    from peft.utils import get_peft_model_state_dict
 
     from .tiny_checkpoints import (
         build_wan,
@@ -711,23 +716,138 @@ def gguf_sequential_offload(workdir):
 
     path = write_gguf(wan_original_state_dict(build_wan(wan_config("t2v"))), str(workdir / "wan.gguf"))
     config = write_config_dir("WanTransformer3DModel", wan_config("t2v"), str(workdir / "cfg"))
-    model = WanTransformer3DModel.from_single_file(
-        path,
-        config=config,
-        quantization_config=GGUFQuantizationConfig(compute_dtype=torch.float32),
-        local_files_only=True,
-    )
+
+    def load():
+        return WanTransformer3DModel.from_single_file(
+            path,
+            config=config,
+            quantization_config=GGUFQuantizationConfig(compute_dtype=torch.float32),
+            local_files_only=True,
+        )
+
+    model, reference = load(), load()
     inputs = wan_inputs(wan_config("t2v"))
     with torch.no_grad():
-        expected = model(**inputs)[0]
+        expected = [reference(**inputs)[0]]
+        lora_config = LoraConfig(r=4, lora_alpha=4, target_modules=["to_q", "to_k"], init_lora_weights=False)
+        reference.add_adapter(lora_config)
+        expected.append(reference(**inputs)[0])
+    lora = {f"transformer.{key}": value for key, value in get_peft_model_state_dict(reference).items()}
     diffs = []
-    # Offloaded twice: loaders that load a LoRA remove the hooks and apply them again.
-    for _ in range(2):
+    for with_lora in (False, True):
+        if with_lora:
+            # What the LoRA loaders do while sequential offload is on: remove the hooks, load, offload again.
+            remove_hook_from_module(model, recurse=True)
+            model.load_lora_adapter(lora, prefix="transformer")
         cpu_offload(model, execution_device=torch.device("cpu"))
         with torch.no_grad():
-            diffs += [(model(**inputs)[0] - expected).abs().max().item() for _ in range(3)]
-        remove_hook_from_module(model, recurse=True)
-    return {"diffs": diffs, "quantized": isinstance(model.blocks[0].ffn.net[2].weight, GGUFParameter)}
+            diffs += [(model(**inputs)[0] - expected[with_lora]).abs().max().item() for _ in range(3)]
+        if not with_lora:
+            try:
+                model.save_pretrained(workdir / "saved")
+                save_error = None
+            except ValueError as e:
+                save_error = str(e)
+    return {
+        "diffs": diffs,
+        "quantized": isinstance(model.blocks[0].ffn.net[2].weight, GGUFParameter),
+        "save_error": save_error,
+    }
+
+
+@scenario(
+    "fuse-lora-into-gguf",
+    patch="fuse-lora-into-gguf-quantized-weights.patch",
+    summary="Wan2.2-like pair of GGUF (Q8_0) experts, a lightx2v-style LoRA each: pipe.fuse_lora(), pipe.unfuse_lora()",
+    text=(
+        "fused vs unfused LoRA, max abs diff per expert {fused_diffs}; fused weights {fused_weight}, {fused_bytes} "
+        "bytes (plus the {quantized_bytes} quantized bytes kept for unfuse_lora); unfuse_lora put back "
+        "{restored}/{quantized_weights} GGUF weights bit for bit; {meta_tensors} meta tensors"
+    ),
+)
+def fuse_lora_into_gguf(workdir):
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler, GGUFQuantizationConfig, WanPipeline, WanTransformer3DModel
+    from diffusers.quantizers.gguf.utils import GGUFParameter
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    from .tiny_checkpoints import (
+        build_wan,
+        meta_tensors,
+        wan_config,
+        wan_inputs,
+        wan_lightx2v_lora,
+        wan_original_state_dict,
+        write_config_dir,
+        write_gguf,
+    )
+
+    config = wan_config("t2v")
+    config_dir = write_config_dir("WanTransformer3DModel", config, str(workdir / "cfg"))
+    experts = []
+    for seed in (0, 1):
+        path = write_gguf(wan_original_state_dict(build_wan(config, seed=seed)), str(workdir / f"expert{seed}.gguf"))
+        experts.append(
+            WanTransformer3DModel.from_single_file(
+                path,
+                config=config_dir,
+                quantization_config=GGUFQuantizationConfig(compute_dtype=torch.float32),
+                local_files_only=True,
+            )
+        )
+    pipe = WanPipeline(
+        tokenizer=None,
+        text_encoder=None,
+        vae=None,
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        transformer=experts[0],
+        transformer_2=experts[1],
+        boundary_ratio=0.875,
+    )
+    pipe.load_lora_weights(wan_lightx2v_lora(config, seed=1), adapter_name="lightx2v")
+    pipe.load_lora_weights(wan_lightx2v_lora(config, seed=2), adapter_name="lightx2v", load_into_transformer_2=True)
+
+    def lora_weights():
+        return [
+            module.get_base_layer().weight
+            for expert in experts
+            for module in expert.modules()
+            if isinstance(module, BaseTunerLayer)
+        ]
+
+    quantized = {
+        (index, name): (param.as_tensor().clone(), param.quant_type)
+        for index, expert in enumerate(experts)
+        for name, param in expert.named_parameters()
+        if isinstance(param, GGUFParameter)
+    }
+    inputs = wan_inputs(config)
+    with torch.no_grad():
+        expected = [expert(**inputs)[0] for expert in experts]
+    quantized_bytes = sum(weight.nbytes for weight in lora_weights())
+
+    pipe.fuse_lora(components=["transformer", "transformer_2"])
+    with torch.no_grad():
+        fused_diffs = [(expert(**inputs)[0] - e).abs().max().item() for expert, e in zip(experts, expected)]
+    fused_weight = lora_weights()[0]
+    fused_bytes = sum(weight.nbytes for weight in lora_weights())
+
+    pipe.unfuse_lora(components=["transformer", "transformer_2"])
+    restored = 0
+    for index, expert in enumerate(experts):
+        for name, param in expert.named_parameters():
+            if (index, name) in quantized and isinstance(param, GGUFParameter):
+                data, quant_type = quantized[(index, name)]
+                restored += param.quant_type == quant_type and torch.equal(param.as_tensor(), data)
+    return {
+        "fused_diffs": fused_diffs,
+        "fused_weight": f"{type(fused_weight).__name__} {fused_weight.dtype}",
+        "fused_bytes": fused_bytes,
+        "quantized_bytes": quantized_bytes,
+        "restored": restored,
+        "quantized_weights": len(quantized),
+        "meta_tensors": sum(len(meta_tensors(expert)) for expert in experts),
+    }
 
 
 @scenario(
@@ -766,6 +886,54 @@ def save_model_with_lora_injected(workdir):
 
 
 @scenario(
+    "from-pretrained-missing-keys",
+    patch="from-pretrained-materializes-missing-weights.patch",
+    summary="Wan folder loaded with from_pretrained and a config that adds layers (#11279): keys missing",
+    text=(
+        "{meta_tensors} meta tensors left; {missing_keys_zero}/{missing_keys} missing keys zero-initialized; "
+        "output max abs diff to the reference {output_diff}; strict=True: {strict_error}"
+    ),
+)
+def from_pretrained_missing_keys(workdir):
+    import torch
+    from diffusers import WanTransformer3DModel
+
+    from .tiny_checkpoints import build_wan, meta_tensors, wan_config, wan_inputs
+
+    build_wan(wan_config("wan2.2-i2v")).save_pretrained(workdir / "wan22")
+    added_layers = {"image_dim": 32, "added_kv_proj_dim": 64}
+    # The reference: the saved weights, and zeros where the checkpoint has nothing.
+    reference = build_wan(wan_config("wan2.1-i2v"))
+    saved = build_wan(wan_config("wan2.2-i2v")).state_dict()
+    missing = sorted(set(reference.state_dict()) - set(saved))
+    reference.load_state_dict(saved, strict=False)
+    with torch.no_grad():
+        for name in missing:
+            reference.get_parameter(name).zero_()
+
+    try:
+        WanTransformer3DModel.from_pretrained(workdir / "wan22", strict=True, **added_layers)
+        strict_error = None
+    except ValueError as e:
+        strict_error = str(e)
+    with diffusers_log_messages(logging.WARNING, "were not initialized") as warnings:
+        model = WanTransformer3DModel.from_pretrained(workdir / "wan22", **added_layers)
+    meta_left = len(meta_tensors(model))
+    loaded = model.state_dict()
+    inputs = wan_inputs(wan_config("wan2.1-i2v"))
+    with torch.no_grad():
+        output_diff = (model(**inputs)[0] - reference(**inputs)[0]).abs().max().item()
+    return {
+        "meta_tensors": meta_left,
+        "missing_keys": len(missing),
+        "missing_keys_zero": sum(bool((loaded[name] == 0).all()) for name in missing),
+        "output_diff": output_diff,
+        "warnings": warnings,
+        "strict_error": strict_error,
+    }
+
+
+@scenario(
     "single-file-wan22-detection",
     patch="tell-wan2-2-single-file-checkpoints-apart-from-wan2-1.patch",
     summary="config picked for Wan2.1 / Wan2.2 single files and variants it cannot tell (shapes only)",
@@ -783,6 +951,64 @@ def wan22_detection(workdir):
         except ValueError as e:
             picked[name] = error_of(e)
     return {"picked": picked}
+
+
+@scenario(
+    "ltx2-3-single-file",
+    patch="ltx2-single-file-map-ltx-2-3-keys.patch",
+    summary="LTX2Pipeline.from_single_file of a combined LTX-2.3 checkpoint (original key names), vs. a diffusers folder",
+    text=(
+        "{meta_tensors} meta tensors left; tensors equal to the diffusers folder's: {equal}; forward max abs diff "
+        "transformer {transformer_diff}, vae {vae_diff}; loaded from the single file: {from_single_file}"
+    ),
+)
+def ltx2_3_single_file(workdir):
+    """Also shows ltx2-single-file-converters-take-only-their-own-weights (the VAE still finds its weights) and
+    ltx2-audio-vae-loads-from-a-single-file (the audio VAE comes from the file, not from `config`)."""
+    import torch
+    from diffusers import FromOriginalModelMixin, LTX2Pipeline
+
+    from .tiny_checkpoints import (
+        ltx2_original_checkpoint,
+        ltx23_transformer_inputs,
+        meta_tensors,
+        save_ltx23_pipeline,
+        write_safetensors,
+    )
+
+    folder = workdir / "diffusers"
+    reference = save_ltx23_pipeline(folder)
+    checkpoint = ltx2_original_checkpoint(reference["transformer"], reference["vae"], reference["audio_vae"])
+    path = write_safetensors(checkpoint, str(workdir / "ltx-2.3.safetensors"))
+    pipe = LTX2Pipeline.from_single_file(
+        path, config=str(folder), local_files_only=True, text_encoder=None, tokenizer=None
+    )
+    expected = LTX2Pipeline.from_pretrained(folder, local_files_only=True, text_encoder=None, tokenizer=None)
+    equal, from_single_file, meta = {}, {}, 0
+    for name in reference:
+        model, model_expected = getattr(pipe, name), getattr(expected, name)
+        state_dict, expected_state_dict = model.state_dict(), model_expected.state_dict()
+        same = sum(
+            key in state_dict and state_dict[key].device.type != "meta" and torch.equal(state_dict[key], tensor)
+            for key, tensor in expected_state_dict.items()
+        )
+        equal[name] = f"{same}/{len(expected_state_dict)}"
+        # Components without `from_single_file` (connectors, vocoder) come from `config`.
+        from_single_file[name] = isinstance(model, FromOriginalModelMixin)
+        meta += len(meta_tensors(model))
+    sample = torch.randn(1, 3, 9, 16, 16, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        transformer_diff = (
+            pipe.transformer(**ltx23_transformer_inputs())[0] - expected.transformer(**ltx23_transformer_inputs())[0]
+        )
+        vae_diff = pipe.vae(sample, return_dict=False)[0] - expected.vae(sample, return_dict=False)[0]
+    return {
+        "meta_tensors": meta,
+        "equal": equal,
+        "from_single_file": from_single_file,
+        "transformer_diff": transformer_diff.abs().max().item(),
+        "vae_diff": vae_diff.abs().max().item(),
+    }
 
 
 # A text encoder wide enough that its Linear weights dominate: 7.42 MB in float32, 2.02 MB in nf4.
@@ -850,6 +1076,105 @@ def bnb_text_encoder_planned_on_cpu(workdir):
         "weight_device": str(weight.device),
         "absmax_device": str(weight.quant_state.absmax.device),
         "diffs": diffs,
+    }
+
+
+def _bnb_cpu_repacking(model, enabled):
+    """Switch bitsandbytes' repacking of 4-bit weights for its CPU kernels, on by default on CPUs with AVX512-BF16 only.
+
+    On, the next forward pass repacks the weights (rewriting their statistics) on any CPU, as on those CPUs; off,
+    outputs are computed from the weights as stored, the same on every machine.
+    """
+    import bitsandbytes as bnb
+
+    for module in model.modules():
+        if isinstance(module, bnb.nn.Linear4bit):
+            module.support_avx512bf16_for_cpu = enabled
+
+
+def _run_repacked(text_encoder):
+    _bnb_cpu_repacking(text_encoder, True)
+    _encode(text_encoder)
+    _bnb_cpu_repacking(text_encoder, False)
+
+
+@scenario(
+    "bnb-4bit-save-after-cpu-forward",
+    patch="refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
+    summary=(
+        "nf4 / fp4 text encoders, with and without double quant: a forward pass that repacks the weights for "
+        "bitsandbytes' CPU kernels (as on CPUs with AVX512-BF16), then pipe.save_pretrained and reload"
+    ),
+    text=(
+        "max abs diff of the reloaded text encoder to the one saved before the forward pass: nf4 "
+        "{kinds[nf4][saved_after]}, fp4 {kinds[fp4][saved_after]}, nf4-dq {kinds[nf4-dq][saved_after]}, fp4-dq "
+        "{kinds[fp4-dq][saved_after]} (saved before the forward pass: {saved_before}); refusal: {refusal}; with "
+        "make_bnb_offload_safe before the forward pass: max abs diffs {made_safe_diffs}, "
+        "{made_safe_statistics_equal}/{statistics} saved statistics equal"
+    ),
+)
+def bnb_4bit_save_after_cpu_forward(workdir):
+    from transformers import CLIPTextModel
+
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    make_bnb_offload_safe = _make_bnb_offload_safe()
+    kinds, saved_before, refusal, statistics = {}, [], None, 0
+    made_safe_diffs, made_safe_in_memory_diffs, made_safe_statistics_equal = [], [], 0
+
+    def load(config):
+        pipe = load_tiny_sd_pipeline(path, quantization_config=config)
+        _bnb_cpu_repacking(pipe.text_encoder, False)
+        return pipe
+
+    def reload(directory):
+        return CLIPTextModel.from_pretrained(directory / "text_encoder").eval()
+
+    def diff(text_encoder, expected):
+        return (_encode(text_encoder) - expected).abs().max().item()
+
+    for kind in ("nf4", "fp4", "nf4-dq", "fp4-dq"):
+        config = bnb_text_encoder_config(kind.split("-")[0], double_quant=kind.endswith("-dq"))
+        reference = load(config)
+        reference.save_pretrained(workdir / f"{kind}-before")
+        expected = _encode(reference.text_encoder)
+        expected_statistics = _quant_statistics(reference.text_encoder.state_dict())
+        saved_before.append(diff(reload(workdir / f"{kind}-before"), expected))
+        statistics += len(expected_statistics)
+
+        pipe = load(config)
+        _run_repacked(pipe.text_encoder)
+        try:
+            pipe.save_pretrained(workdir / f"{kind}-after")
+        except ValueError as e:
+            refusal = str(e)
+            kinds[kind] = {"saved_after": "refused"}
+        else:
+            saved = reload(workdir / f"{kind}-after")
+            kinds[kind] = {
+                "saved_after": diff(saved, expected),
+                "statistics_equal": _equal_tensors(_quant_statistics(saved.state_dict()), expected_statistics),
+                "statistics": len(expected_statistics),
+                # `state_dict()` re-derived the statistics of the running model too.
+                "in_memory_after_save": diff(pipe.text_encoder, expected),
+            }
+
+        if make_bnb_offload_safe:
+            pipe = load(config)
+            make_bnb_offload_safe(pipe.text_encoder)
+            _run_repacked(pipe.text_encoder)
+            pipe.save_pretrained(workdir / f"{kind}-safe")
+            saved = reload(workdir / f"{kind}-safe")
+            made_safe_diffs.append(diff(saved, expected))
+            made_safe_statistics_equal += _equal_tensors(_quant_statistics(saved.state_dict()), expected_statistics)
+            made_safe_in_memory_diffs.append(diff(pipe.text_encoder, expected))
+    return {
+        "kinds": kinds,
+        "saved_before": saved_before,
+        "refusal": refusal,
+        "statistics": statistics,
+        "made_safe_diffs": made_safe_diffs if make_bnb_offload_safe else None,
+        "made_safe_statistics_equal": made_safe_statistics_equal if make_bnb_offload_safe else None,
+        "made_safe_in_memory_diffs": made_safe_in_memory_diffs if make_bnb_offload_safe else None,
     }
 
 

@@ -124,6 +124,26 @@ def wan_original_state_dict(model_or_state_dict, prefix="model.diffusion_model."
     return original
 
 
+def wan_lightx2v_lora(config, rank=4, seed=1):
+    """A LoRA for every attention and feed-forward Linear of the transformer blocks, in the original Wan key names
+    with `alpha` and `diff_b` (bias) entries, as lightx2v's distillation LoRAs are; diffusers converts them."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    inner_dim = config["num_attention_heads"] * config["attention_head_dim"]
+    layers = {f"{attn}.{o}": (inner_dim, inner_dim) for attn in ("self_attn", "cross_attn") for o in "qkvo"}
+    layers.update({"ffn.0": (inner_dim, config["ffn_dim"]), "ffn.2": (config["ffn_dim"], inner_dim)})
+    lora = {}
+    for block in range(config["num_layers"]):
+        for layer, (in_features, out_features) in layers.items():
+            prefix = f"diffusion_model.blocks.{block}.{layer}"
+            lora[f"{prefix}.lora_down.weight"] = 0.1 * torch.randn(rank, in_features, generator=generator)
+            lora[f"{prefix}.lora_up.weight"] = 0.1 * torch.randn(out_features, rank, generator=generator)
+            lora[f"{prefix}.alpha"] = torch.tensor(2.0 * rank)
+            lora[f"{prefix}.diff_b"] = 0.01 * torch.randn(out_features, generator=generator)
+    return lora
+
+
 def wan_inputs(config, seed=0, batch_size=1, num_frames=2, height=4, width=4, text_len=6):
     import torch
 
@@ -178,6 +198,215 @@ def wan_detection_checkpoint(name, prefix="model.diffusion_model."):
     for key in extra:
         shapes[key] = (1, 514, 1280)
     return {prefix + k: torch.empty(s, device="meta") for k, s in shapes.items()}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# LTX-2
+# --------------------------------------------------------------------------------------------------------------
+
+# Tiny LTX-2.3-like components (the sizes of upstream's tests/pipelines/ltx2). LTX-2.3 differs from 2.0 by gated
+# attention, cross-attention AdaLN with the prompt AdaLN (original `prompt_adaln_single`), no caption projection,
+# and a video VAE decoder with four up blocks (original `up_blocks.0` .. `up_blocks.8`).
+LTX23_TRANSFORMER = {
+    "in_channels": 4,
+    "out_channels": 4,
+    "num_attention_heads": 2,
+    "attention_head_dim": 8,
+    "cross_attention_dim": 16,
+    "audio_in_channels": 4,
+    "audio_out_channels": 4,
+    "audio_num_attention_heads": 2,
+    "audio_attention_head_dim": 4,
+    "audio_cross_attention_dim": 8,
+    "num_layers": 2,
+    "caption_channels": 16,
+    "rope_double_precision": False,
+    "rope_type": "split",
+    "gated_attn": True,
+    "cross_attn_mod": True,
+    "audio_gated_attn": True,
+    "audio_cross_attn_mod": True,
+    "use_prompt_embeddings": False,
+    "perturbed_attn": True,
+}
+LTX23_VAE = {
+    "in_channels": 3,
+    "out_channels": 3,
+    "latent_channels": 4,
+    "block_out_channels": (8, 8, 8, 8),
+    "decoder_block_out_channels": (8, 8, 8, 8),
+    "layers_per_block": (1, 1, 1, 1, 1),
+    "decoder_layers_per_block": (1, 1, 1, 1, 1),
+    "spatio_temporal_scaling": (True, True, True, True),
+    "decoder_spatio_temporal_scaling": (True, True, True, True),
+    "decoder_inject_noise": (False, False, False, False, False),
+    "downsample_type": ("spatial", "temporal", "spatiotemporal", "spatiotemporal"),
+    "upsample_type": ("spatiotemporal", "spatiotemporal", "temporal", "spatial"),
+    "upsample_residual": (False, False, False, False),
+    "upsample_factor": (1, 1, 1, 1),
+    "timestep_conditioning": False,
+    "patch_size": 1,
+    "patch_size_t": 1,
+    "encoder_causal": True,
+    "decoder_causal": False,
+}
+LTX2_AUDIO_VAE = {
+    "base_channels": 4,
+    "output_channels": 2,
+    "ch_mult": (1,),
+    "num_res_blocks": 1,
+    "attn_resolutions": None,
+    "in_channels": 2,
+    "resolution": 32,
+    "latent_channels": 2,
+    "norm_type": "pixel",
+    "causality_axis": "height",
+    "dropout": 0.0,
+    "mid_block_add_attention": False,
+    "sample_rate": 16000,
+    "mel_hop_length": 160,
+    "is_causal": True,
+    "mel_bins": 8,
+}
+
+# diffusers -> original transformer key names (the inverse of `convert_ltx2_transformer_to_diffusers`). Original
+# names: Lightricks' ltx-core, ltx_core/model/transformer/model.py (`patchify_proj`, `adaln_single`,
+# `prompt_adaln_single`, `audio_prompt_adaln_single`, `av_ca_*_adaln_single`), transformer.py
+# (`scale_shift_table_a2v_ca_*`, `prompt_scale_shift_table`), attention.py (`q_norm`, `k_norm`, `to_gate_logits`).
+_LTX2_TRANSFORMER_TO_ORIGINAL = [
+    (r"^proj_in\.", "patchify_proj."),
+    (r"^audio_proj_in\.", "audio_patchify_proj."),
+    (r"^time_embed\.", "adaln_single."),
+    (r"^audio_time_embed\.", "audio_adaln_single."),
+    (r"^prompt_adaln\.", "prompt_adaln_single."),
+    (r"^audio_prompt_adaln\.", "audio_prompt_adaln_single."),
+    (r"^av_cross_attn_video_scale_shift\.", "av_ca_video_scale_shift_adaln_single."),
+    (r"^av_cross_attn_video_a2v_gate\.", "av_ca_a2v_gate_adaln_single."),
+    (r"^av_cross_attn_audio_scale_shift\.", "av_ca_audio_scale_shift_adaln_single."),
+    (r"^av_cross_attn_audio_v2a_gate\.", "av_ca_v2a_gate_adaln_single."),
+    (r"\.video_a2v_cross_attn_scale_shift_table$", ".scale_shift_table_a2v_ca_video"),
+    (r"\.audio_a2v_cross_attn_scale_shift_table$", ".scale_shift_table_a2v_ca_audio"),
+    (r"\.norm_q\.", ".q_norm."),
+    (r"\.norm_k\.", ".k_norm."),
+]
+
+
+def _ltx2_vae_key_to_original(key, num_blocks):
+    """ltx-core's video VAE (ltx_core/model/video_vae): flat `down_blocks` / `up_blocks` lists alternating res blocks
+    and resamplers, `res_blocks`, `per_channel_statistics`."""
+    import re
+
+    key = key.replace("resnets", "res_blocks").replace("latents_mean", "per_channel_statistics.mean-of-means")
+    key = key.replace("latents_std", "per_channel_statistics.std-of-means")
+    key = key.replace("encoder.mid_block.", f"encoder.down_blocks.#{2 * num_blocks}.")
+    key = re.sub(
+        r"encoder\.down_blocks\.(\d+)\.downsamplers\.0\.", lambda m: f"encoder.down_blocks.#{2 * int(m[1]) + 1}.", key
+    )
+    key = re.sub(r"encoder\.down_blocks\.(\d+)\.", lambda m: f"encoder.down_blocks.#{2 * int(m[1])}.", key)
+    key = key.replace("decoder.mid_block.", "decoder.up_blocks.#0.")
+    key = re.sub(
+        r"decoder\.up_blocks\.(\d+)\.upsamplers\.0\.", lambda m: f"decoder.up_blocks.#{2 * int(m[1]) + 1}.", key
+    )
+    key = re.sub(r"decoder\.up_blocks\.(\d+)\.", lambda m: f"decoder.up_blocks.#{2 * int(m[1]) + 2}.", key)
+    return key.replace("#", "")
+
+
+def ltx2_original_checkpoint(transformer, vae, audio_vae):
+    """One combined checkpoint with the original LTX-2 key names (cloned tensors): `model.diffusion_model.*`, `vae.*`,
+    `audio_vae.*`, the prefixes ltx-core's loaders read (ltx_core/model/*/model_configurator.py)."""
+    import re
+
+    import torch
+
+    checkpoint = {}
+    for key, value in transformer.state_dict().items():
+        for pattern, replacement in _LTX2_TRANSFORMER_TO_ORIGINAL:
+            key = re.sub(pattern, replacement, key)
+        checkpoint[f"model.diffusion_model.{key}"] = value
+    num_blocks = len(vae.config.block_out_channels)
+    checkpoint.update({f"vae.{_ltx2_vae_key_to_original(k, num_blocks)}": v for k, v in vae.state_dict().items()})
+    # Statistics the original VAE carries and diffusers drops.
+    checkpoint["vae.per_channel_statistics.channel"] = torch.arange(vae.config.latent_channels, dtype=torch.float32)
+    checkpoint["vae.per_channel_statistics.mean-of-stds"] = torch.ones(vae.config.latent_channels)
+    for key, value in audio_vae.state_dict().items():
+        key = key.replace("latents_mean", "per_channel_statistics.mean-of-means")
+        checkpoint[f"audio_vae.{key.replace('latents_std', 'per_channel_statistics.std-of-means')}"] = value
+    return {key: value.detach().clone().contiguous() for key, value in checkpoint.items()}
+
+
+def save_ltx23_pipeline(directory, seed=0):
+    """A tiny LTX-2.3-like `LTX2Pipeline` saved in diffusers format (no text encoder, no tokenizer), every weight and
+    statistic random, so that a weight left at its default cannot compare equal. Returns its components."""
+    import torch
+    from diffusers import (
+        AutoencoderKLLTX2Audio,
+        AutoencoderKLLTX2Video,
+        FlowMatchEulerDiscreteScheduler,
+        LTX2Pipeline,
+        LTX2VideoTransformer3DModel,
+    )
+    from diffusers.pipelines.ltx2 import LTX2TextConnectors, LTX2Vocoder
+
+    components = {
+        "transformer": LTX2VideoTransformer3DModel(**LTX23_TRANSFORMER),
+        "vae": AutoencoderKLLTX2Video(**LTX23_VAE),
+        "audio_vae": AutoencoderKLLTX2Audio(**LTX2_AUDIO_VAE),
+        "connectors": LTX2TextConnectors(
+            caption_channels=16,
+            text_proj_in_factor=2,
+            video_connector_num_attention_heads=4,
+            video_connector_attention_head_dim=4,
+            video_connector_num_layers=1,
+            video_connector_num_learnable_registers=None,
+            audio_connector_num_attention_heads=4,
+            audio_connector_attention_head_dim=2,
+            audio_connector_num_layers=1,
+            audio_connector_num_learnable_registers=None,
+            connector_rope_base_seq_len=32,
+            rope_type="split",
+        ),
+        "vocoder": LTX2Vocoder(
+            in_channels=16,
+            hidden_channels=32,
+            out_channels=2,
+            upsample_kernel_sizes=[4, 4],
+            upsample_factors=[2, 2],
+            resnet_kernel_sizes=[3],
+            resnet_dilations=[[1, 3, 5]],
+            output_sampling_rate=16000,
+        ),
+    }
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, model in sorted(components.items()):
+            for _, tensor in sorted(model.state_dict().items()):
+                tensor.copy_(torch.randn(tensor.shape, generator=generator) * 0.1)
+            model.eval()
+    pipe = LTX2Pipeline(scheduler=FlowMatchEulerDiscreteScheduler(), text_encoder=None, tokenizer=None, **components)
+    pipe.save_pretrained(directory)
+    return components
+
+
+def ltx23_transformer_inputs():
+    import torch
+
+    config = LTX23_TRANSFORMER
+    generator = torch.Generator().manual_seed(0)
+    return {
+        "hidden_states": torch.randn(1, 2 * 4 * 4, config["in_channels"], generator=generator),
+        "audio_hidden_states": torch.randn(1, 5, config["audio_in_channels"], generator=generator),
+        "encoder_hidden_states": torch.randn(1, 8, 16, generator=generator),
+        "audio_encoder_hidden_states": torch.randn(1, 8, 8, generator=generator),
+        "timestep": torch.tensor([500.0]),
+        "sigma": torch.tensor([0.5]),
+        "encoder_attention_mask": torch.ones(1, 8, dtype=torch.bool),
+        "num_frames": 2,
+        "height": 4,
+        "width": 4,
+        "audio_num_frames": 5,
+        "fps": 25.0,
+        "return_dict": False,
+    }
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -683,7 +683,11 @@ class LoraBaseMixin:
 
             model = getattr(self, fuse_component, None)
             if model is not None:
-                if issubclass(model.__class__, (ModelMixin, PreTrainedModel)):
+                # check if diffusers model
+                if issubclass(model.__class__, ModelMixin):
+                    model.unfuse_lora()
+                # handle transformers models.
+                if issubclass(model.__class__, PreTrainedModel):
                     for module in model.modules():
                         if isinstance(module, BaseTunerLayer):
                             module.unmerge()

@@ -58,6 +58,13 @@ _SET_ADAPTER_SCALE_FN_MAPPING = defaultdict(
 )
 
 
+def _maybe_restore_quantized_base_weight(module):
+    # Puts back, bit for bit, the GGUF weight a LoRA was fused into once no adapter is fused into it anymore.
+    if not module.merged and "_quantized_base_weight" in module.__dict__:
+        base_layer = module.get_base_layer()
+        base_layer.weight = module.__dict__.pop("_quantized_base_weight").to(base_layer.weight.device)
+
+
 class PeftAdapterMixin:
     """
     A class containing all functions for loading and using adapters weights that are supported in PEFT library. For
@@ -671,6 +678,20 @@ class PeftAdapterMixin:
         if not USE_PEFT_BACKEND:
             raise ValueError("PEFT backend is required for `fuse_lora()`.")
 
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        # GGUF weights are dequantized to fuse LoRAs into them (see `_fuse_lora_apply`); an offloaded one, left on the
+        # meta device, cannot be. Checked before fusing any layer.
+        for name, module in self.named_modules():
+            if isinstance(module, BaseTunerLayer):
+                weight = getattr(module.get_base_layer(), "weight", None)
+                if weight.__class__.__name__ == "GGUFParameter" and weight.is_meta:
+                    raise ValueError(
+                        f"Cannot fuse LoRA into `{name}`: its GGUF-quantized weight is offloaded (on the meta device). "
+                        "Fuse the LoRA before enabling offloading, e.g. call `fuse_lora()` before "
+                        "`enable_sequential_cpu_offload()`."
+                    )
+
         self.lora_scale = lora_scale
         self._safe_fusing = safe_fusing
         self.apply(partial(self._fuse_lora_apply, adapter_names=adapter_names))
@@ -695,7 +716,19 @@ class PeftAdapterMixin:
                     " to the latest version of PEFT. `pip install -U peft`"
                 )
 
+            base_layer = module.get_base_layer()
+            if getattr(base_layer, "weight", None).__class__.__name__ == "GGUFParameter":
+                from ..quantizers.gguf.utils import dequantize_gguf_tensor
+
+                # A GGUF weight holds packed blocks of bytes: the LoRA is fused into the weight dequantized to the dtype
+                # the layer computes in. The quantized weight is kept, out of the state dict, for `unfuse_lora()`.
+                module.__dict__["_quantized_base_weight"] = base_layer.weight
+                weight = dequantize_gguf_tensor(base_layer.weight).to(base_layer.compute_dtype)
+                base_layer.weight = torch.nn.Parameter(weight, requires_grad=False)
+
             module.merge(**merge_kwargs)
+            # Nothing was fused into this layer (its adapters are not in `adapter_names`).
+            _maybe_restore_quantized_base_weight(module)
 
     def unfuse_lora(self):
         if not USE_PEFT_BACKEND:
@@ -707,6 +740,7 @@ class PeftAdapterMixin:
 
         if isinstance(module, BaseTunerLayer):
             module.unmerge()
+            _maybe_restore_quantized_base_weight(module)
 
     def unload_lora(self):
         if not USE_PEFT_BACKEND:

@@ -605,7 +605,7 @@ class FromOriginalModelMixin:
             zero_initialized_keys = _materialize_meta_tensors(
                 model,
                 lambda: cls.from_config(diffusers_model_config),
-                param_device,
+                device_map,
                 dtype=torch_dtype,
                 keep_in_fp32_modules=keep_in_fp32_modules,
             )

@@ -4191,6 +4191,15 @@ def convert_z_image_controlnet_checkpoint_to_diffusers(checkpoint, config, **kwa
         raise ValueError("Unknown Z-Image Turbo ControlNet type.")
 
 
+def _pop_ltx2_component_state_dict(checkpoint, prefix):
+    # The original LTX-2 checkpoints hold every component under its own prefix, and a pipeline passes the same
+    # checkpoint dict to the converter of each of its components: take only this component's weights, so that the
+    # others still find theirs. A checkpoint of this component alone may have no prefix at all.
+    if not any(key.startswith(prefix) for key in checkpoint):
+        prefix = ""
+    return {key: checkpoint.pop(key) for key in list(checkpoint.keys()) if key.startswith(prefix)}
+
+
 def convert_ltx2_transformer_to_diffusers(checkpoint, **kwargs):
     LTX_2_0_TRANSFORMER_KEYS_RENAME_DICT = {
         # Transformer prefix
@@ -4205,6 +4214,9 @@ def convert_ltx2_transformer_to_diffusers(checkpoint, **kwargs):
         "av_ca_a2v_gate_adaln_single": "av_cross_attn_video_a2v_gate",
         "av_ca_audio_scale_shift_adaln_single": "av_cross_attn_audio_scale_shift",
         "av_ca_v2a_gate_adaln_single": "av_cross_attn_audio_v2a_gate",
+        # LTX-2.3 prompt modulation parameters
+        "audio_prompt_adaln_single": "audio_prompt_adaln",
+        "prompt_adaln_single": "prompt_adaln",
         # Transformer Blocks
         # Per-Block Cross Attention Modulation Parameters
         "scale_shift_table_a2v_ca_video": "video_a2v_cross_attn_scale_shift_table",
@@ -4243,7 +4255,7 @@ def convert_ltx2_transformer_to_diffusers(checkpoint, **kwargs):
         "adaln_single": convert_ltx2_transformer_adaln_single,
     }
 
-    converted_state_dict = {key: checkpoint.pop(key) for key in list(checkpoint.keys())}
+    converted_state_dict = _pop_ltx2_component_state_dict(checkpoint, "model.diffusion_model.")
 
     # Handle official code --> diffusers key remapping via the remap dict
     for key in list(converted_state_dict.keys()):
@@ -4286,6 +4298,9 @@ def convert_ltx2_vae_to_diffusers(checkpoint, **kwargs):
         "up_blocks.4": "up_blocks.1",
         "up_blocks.5": "up_blocks.2.upsamplers.0",
         "up_blocks.6": "up_blocks.2",
+        # LTX-2.3 decoder has a fourth up block
+        "up_blocks.7": "up_blocks.3.upsamplers.0",
+        "up_blocks.8": "up_blocks.3",
         # Common
         # For all 3D ResNets
         "res_blocks": "resnets",
@@ -4304,7 +4319,7 @@ def convert_ltx2_vae_to_diffusers(checkpoint, **kwargs):
         "per_channel_statistics.mean-of-stds": remove_keys_inplace,
     }
 
-    converted_state_dict = {key: checkpoint.pop(key) for key in list(checkpoint.keys())}
+    converted_state_dict = _pop_ltx2_component_state_dict(checkpoint, "vae.")
 
     # Handle official code --> diffusers key remapping via the remap dict
     for key in list(converted_state_dict.keys()):
@@ -4336,7 +4351,7 @@ def convert_ltx2_audio_vae_to_diffusers(checkpoint, **kwargs):
     def update_state_dict_inplace(state_dict, old_key: str, new_key: str) -> None:
         state_dict[new_key] = state_dict.pop(old_key)
 
-    converted_state_dict = {key: checkpoint.pop(key) for key in list(checkpoint.keys())}
+    converted_state_dict = _pop_ltx2_component_state_dict(checkpoint, "audio_vae.")
 
     # Handle official code --> diffusers key remapping via the remap dict
     for key in list(converted_state_dict.keys()):

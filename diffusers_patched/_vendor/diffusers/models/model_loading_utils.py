@@ -332,7 +332,9 @@ def _summarize_keys(keys: list[str], max_groups: int = 10, num_full_keys: int = 
     return f"{len(keys)} keys: {', '.join(summary)}; first keys: {', '.join(keys[:num_full_keys])}"
 
 
-def _named_meta_tensors(model: torch.nn.Module) -> tuple[list[str], list[str]]:
+def _named_meta_tensors(
+    model: torch.nn.Module, device_map: dict[str, int | str | torch.device]
+) -> tuple[list[str], list[str]]:
     # A single pass over the modules: this runs on every load, where nothing is on `meta` in the common case.
     meta_params, meta_buffers = [], []
     for module_name, module in model.named_modules():
@@ -343,13 +345,16 @@ def _named_meta_tensors(model: torch.nn.Module) -> tuple[list[str], list[str]]:
         meta_buffers.extend(
             prefix + name for name, buffer in module._buffers.items() if buffer is not None and buffer.is_meta
         )
+    if "disk" in device_map.values():
+        meta_params = [name for name in meta_params if _determine_param_device(name, device_map) != "disk"]
+        meta_buffers = [name for name in meta_buffers if _determine_param_device(name, device_map) != "disk"]
     return meta_params, meta_buffers
 
 
 def _materialize_meta_tensors(
     model: torch.nn.Module,
     build_empty_model: Callable[[], torch.nn.Module],
-    device: str | torch.device,
+    device_map: dict[str, int | str | torch.device],
     dtype: torch.dtype | None = None,
     keep_in_fp32_modules: list[str] | None = None,
 ) -> list[str]:
@@ -367,8 +372,11 @@ def _materialize_meta_tensors(
       model is built without `include_buffers`, or zeros if it cannot be computed.
     - Parameters missing from the checkpoint are initialized with zeros, in `dtype` if it is set (float32 for
       `keep_in_fp32_modules`), as `load_model_dict_into_meta` would have loaded them.
+
+    Each tensor is placed on its device in `device_map`. Tensors that `device_map` offloads to the disk are on `meta`
+    by design and are left alone.
     """
-    meta_params, meta_buffers = _named_meta_tensors(model)
+    meta_params, meta_buffers = _named_meta_tensors(model, device_map)
     if not meta_buffers and not meta_params:
         return []
 
@@ -391,7 +399,9 @@ def _materialize_meta_tensors(
                 )
             value = torch.zeros(old_value.shape, dtype=old_value.dtype)
             zero_initialized.append(name)
-        set_module_tensor_to_device(model, name, device, value=value, dtype=value.dtype)
+        set_module_tensor_to_device(
+            model, name, _determine_param_device(name, device_map), value=value, dtype=value.dtype
+        )
 
     for name in meta_params:
         param_dtype = model.get_parameter(name).dtype
@@ -401,10 +411,12 @@ def _materialize_meta_tensors(
             else:
                 param_dtype = dtype
         value = torch.zeros(model.get_parameter(name).shape, dtype=param_dtype)
-        set_module_tensor_to_device(model, name, device, value=value, dtype=param_dtype)
+        set_module_tensor_to_device(
+            model, name, _determine_param_device(name, device_map), value=value, dtype=param_dtype
+        )
         zero_initialized.append(name)
 
-    still_on_meta = sum(_named_meta_tensors(model), [])
+    still_on_meta = sum(_named_meta_tensors(model, device_map), [])
     if still_on_meta:
         raise RuntimeError(
             f"{model.__class__.__name__} still has tensors on the `meta` device after loading: "

@@ -39,9 +39,11 @@ from typing_extensions import Self
 
 from .. import __version__
 from ..quantizers import DiffusersAutoQuantizer, DiffusersQuantizer
+from ..quantizers.bitsandbytes.utils import _raise_if_bnb_4bit_statistics_rederived
 from ..quantizers.quantization_config import QuantizationMethod
 from ..utils import (
     CONFIG_NAME,
+    ENV_VARS_TRUE_VALUES,
     FLASHPACK_WEIGHTS_NAME,
     HF_ENABLE_PARALLEL_LOADING,
     SAFE_WEIGHTS_INDEX_NAME,
@@ -80,6 +82,8 @@ from .model_loading_utils import (
     _load_shard_file,
     _load_shard_file_tp,
     _load_shard_files_with_threadpool,
+    _materialize_meta_tensors,
+    _summarize_keys,
     load_state_dict,
 )
 
@@ -789,6 +793,8 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
                 " `unload_lora()`, which keeps fused LoRA weights fused."
             )
 
+        _raise_if_bnb_4bit_statistics_rederived(self, self.__class__.__name__)
+
         hf_quantizer = getattr(self, "hf_quantizer", None)
         if hf_quantizer is not None:
             quantization_serializable = (
@@ -1052,6 +1058,9 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
             disable_mmap ('bool', *optional*, defaults to 'False'):
                 Whether to disable mmap when loading a Safetensors model. This option can perform better when the model
                 is on a network mount or hard drive, which may not handle the seeky-ness of mmap very well.
+            strict (`bool`, *optional*, defaults to `False`):
+                Whether to raise an error when the checkpoint lacks weights the model expects, instead of initializing
+                them with zeros and warning about them.
             use_flashpack (`bool`, *optional*, defaults to `False`):
                 If set to `True`, the model is loaded from `flashpack` weights.
             flashpack_kwargs(`dict[str, Any]`, *optional*, defaults to `{}`):
@@ -1101,6 +1110,8 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
         use_safetensors = kwargs.pop("use_safetensors", None)
         quantization_config = kwargs.pop("quantization_config", None)
         disable_mmap = kwargs.pop("disable_mmap", False)
+        # diffusers-patched: DIFFUSERS_PATCHED_STRICT_LOAD=1 makes strict loading the default of a deployment.
+        strict = kwargs.pop("strict", os.getenv("DIFFUSERS_PATCHED_STRICT_LOAD", "").upper() in ENV_VARS_TRUE_VALUES)
         parallel_config: ParallelConfig | ContextParallelConfig | TensorParallelConfig | None = kwargs.pop(
             "parallel_config", None
         )
@@ -1545,6 +1556,7 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
             keep_in_fp32_modules=keep_in_fp32_modules,
             is_parallel_loading_enabled=is_parallel_loading_enabled,
             disable_mmap=disable_mmap,
+            strict=strict,
             tp_shard_specs=tp_shard_specs,
             tp_config=tp_config,
         )
@@ -1899,6 +1911,7 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
         offload_folder: str | os.PathLike | None = None,
         is_parallel_loading_enabled: bool | None = False,
         disable_mmap: bool = False,
+        strict: bool = False,
         tp_shard_specs: dict | None = None,
         tp_config: TensorParallelConfig | None = None,
     ):
@@ -1913,6 +1926,14 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
         if cls._keys_to_ignore_on_load_unexpected is not None:
             for pat in cls._keys_to_ignore_on_load_unexpected:
                 unexpected_keys = [k for k in unexpected_keys if re.search(pat, k) is None]
+
+        if len(missing_keys) > 0 and strict:
+            raise ValueError(
+                f"Cannot load {cls.__name__} from {pretrained_model_name_or_path} because the following keys are"
+                f" missing: \n {_summarize_keys(missing_keys)}. \n Please make sure the checkpoint was saved from a"
+                " model with the same config, or pass `strict=False` to load it with these weights initialized with"
+                " zeros."
+            )
 
         mismatched_keys = []
         error_msgs = []
@@ -2022,6 +2043,23 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
                 load_offloaded_weights(model, state_dict_index, state_dict_folder)
                 shutil.rmtree(state_dict_folder)
 
+        if low_cpu_mem_usage:
+            # The model was built on the `meta` device: what the checkpoint lacks is still there, and moving or
+            # dispatching the model would fail with "Cannot copy out of meta tensor".
+            zero_initialized_keys = _materialize_meta_tensors(
+                model,
+                lambda: cls.from_config(model.config),
+                device_map or {"": "cpu"},
+                dtype=dtype,
+                keep_in_fp32_modules=keep_in_fp32_modules,
+            )
+        else:
+            # `no_init_weights` left the parameters the checkpoint lacks uninitialized.
+            zero_initialized_keys = [name for name, _ in model.named_parameters() if name in missing_keys]
+            with torch.no_grad():
+                for name in zero_initialized_keys:
+                    model.get_parameter(name).zero_()
+
         if len(error_msgs) > 0:
             error_msg = "\n\t".join(error_msgs)
             if "size mismatch" in error_msg:
@@ -2037,11 +2075,16 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
         else:
             logger.info(f"All model checkpoint weights were used when initializing {model.__class__.__name__}.\n")
 
-        if len(missing_keys) > 0:
+        uninitialized_keys = list(missing_keys) + [key for key in zero_initialized_keys if key not in missing_keys]
+        if len(uninitialized_keys) > 0:
+            initialization = "They were initialized with zeros"
+            if set(missing_keys) - set(zero_initialized_keys):
+                initialization += " (buffers keep the value the model is constructed with)"
             logger.warning(
                 f"Some weights of {model.__class__.__name__} were not initialized from the model checkpoint at"
-                f" {pretrained_model_name_or_path} and are newly initialized: {missing_keys}\nYou should probably"
-                " TRAIN this model on a down-stream task to be able to use it for predictions and inference."
+                f" {pretrained_model_name_or_path}: {_summarize_keys(uninitialized_keys)}. {initialization}.\nYou should"
+                " probably TRAIN this model on a down-stream task to be able to use it for predictions and inference,"
+                " or pass `strict=True` to raise an error instead."
             )
         elif len(mismatched_keys) == 0:
             logger.info(

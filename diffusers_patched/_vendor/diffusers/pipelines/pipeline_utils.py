@@ -55,7 +55,11 @@ from ..models import AutoencoderKL
 from ..models.attention_processor import FusedAttnProcessor2_0
 from ..models.modeling_utils import _LOW_CPU_MEM_USAGE_DEFAULT, ModelMixin, onload_offloaded_weights
 from ..quantizers import PipelineQuantizationConfig
-from ..quantizers.bitsandbytes.utils import _check_bnb_status, make_bnb_offload_safe
+from ..quantizers.bitsandbytes.utils import (
+    _check_bnb_status,
+    _raise_if_bnb_4bit_statistics_rederived,
+    make_bnb_offload_safe,
+)
 from ..schedulers.scheduling_utils import SCHEDULER_CONFIG_NAME
 from ..utils import (
     CONFIG_NAME,
@@ -313,6 +317,13 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
             return True
 
         model_index_dict = {k: v for k, v in model_index_dict.items() if is_saveable_module(k, v)}
+
+        # Refuse before any component is written.
+        for name in model_index_dict.keys():
+            sub_model = getattr(self, name)
+            if isinstance(sub_model, torch.nn.Module):
+                _raise_if_bnb_4bit_statistics_rederived(sub_model, f"`{name}` ({sub_model.__class__.__name__})")
+
         for pipeline_component_name in model_index_dict.keys():
             sub_model = getattr(self, pipeline_component_name)
             model_cls = sub_model.__class__

@@ -350,6 +350,9 @@ if is_bitsandbytes_available():
                 "state2": state2,
                 "state2_absmax": state2.absmax.to("cpu") if state2 is not None else None,
                 "state2_code": state2.code.to("cpu") if state2 is not None else None,
+                # Statistics taken after a CPU repacking are re-derived from it, not the ones the weight was quantized
+                # with.
+                "exact": not hasattr(self, "original_qshape"),
             }
 
         def _restore_offload_statistics(self):
@@ -391,6 +394,9 @@ def make_bnb_offload_safe(model: "torch.nn.Module") -> int:
 
     Call it before the model is offloaded. Models without bitsandbytes 4-bit weights are left untouched; 8-bit weights
     need nothing, accelerate restores their statistics itself. Calling it again is safe.
+
+    Called before the first forward pass on the CPU, it also keeps the exact statistics through bitsandbytes' repacking
+    of the weights for its CPU kernels, so that `save_pretrained` saves them.
 
     Args:
         model (`torch.nn.Module`):
@@ -459,3 +465,36 @@ def make_bnb_offload_safe(model: "torch.nn.Module") -> int:
             param.data, _ = bnb.functional._convert_weight_packed_for_cpu_inverse(param.data, state)
 
     return len(weights)
+
+
+def _raise_if_bnb_4bit_statistics_rederived(model: "torch.nn.Module", model_name: str):
+    r"""
+    Raises if `model.state_dict()` would return bitsandbytes 4-bit quantization statistics re-derived from a weight
+    repacked for bitsandbytes' CPU kernels, instead of the statistics the weight was quantized with. A checkpoint saved
+    with them computes different outputs.
+    """
+    if not is_bitsandbytes_available():
+        return
+
+    rederived = []
+    for name, param in model.named_parameters():
+        if not isinstance(param, bnb.nn.Params4bit) or param.quant_state is None:
+            continue
+        state = param.quant_state
+        if isinstance(state, _OffloadSafeQuantState):
+            exact = state.__dict__["_offload_statistics"]["exact"]
+        else:
+            # `_convert_weight_packed_for_cpu` records the layout it repacks from, and its inverse keeps the record.
+            exact = not hasattr(state, "original_qshape")
+        if not exact:
+            rederived.append(name)
+
+    if rederived:
+        raise ValueError(
+            f"Cannot save {model_name}: the bitsandbytes 4-bit quantization statistics of {len(rederived)} weight(s) "
+            f"({', '.join(rederived[:3])}{', ...' if len(rederived) > 3 else ''}) are no longer the ones they were "
+            "quantized with. A forward pass on the CPU repacked the weights for bitsandbytes' CPU kernels, which "
+            "rewrites their statistics in place, and bitsandbytes only approximately recovers them when saving: the "
+            "saved model would compute different outputs. Save the model before running it on the CPU, or reload it "
+            "and call `make_bnb_offload_safe(model)` before its first forward pass, which keeps the exact statistics."
+        )

@@ -608,7 +608,8 @@ class GGUFLinear(nn.Linear):
         self.device = device
 
     def forward(self, inputs: torch.Tensor):
-        if ops is not None and self.weight.is_cuda and inputs.is_cuda:
+        # The weight is not quantized while a LoRA is fused into it (see `PeftAdapterMixin.fuse_lora`).
+        if ops is not None and isinstance(self.weight, GGUFParameter) and self.weight.is_cuda and inputs.is_cuda:
             return self.forward_cuda(inputs)
         return self.forward_native(inputs)
 
