@@ -53,7 +53,7 @@ def release_outcomes(sites):
     """{(release, side): {scenario: Outcome}}; two interpreters at a time (CI has two cores)."""
     runs = [(version, side) for version in OLDER for side in SIDES]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = pool.map(lambda run: run_scenarios(list(SCENARIOS), run[1] == "patched", sites[run[0]]), runs)
+        outcomes = pool.map(lambda run: run_scenarios(list(SCENARIOS), run[1] == "patched", site=sites[run[0]]), runs)
         return dict(zip(runs, outcomes))
 
 
