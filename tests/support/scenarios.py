@@ -911,7 +911,7 @@ def save_model_with_lora_injected(workdir):
     summary="Wan folder loaded with from_pretrained and a config that adds layers (#11279): keys missing",
     text=(
         "{meta_tensors} meta tensors left; {missing_keys_zero}/{missing_keys} missing keys zero-initialized; "
-        "output max abs diff to the reference {output_diff}; strict=True: {strict_error}"
+        "output max abs diff to the reference {output_diff}; warned: {warning}; strict=True: {strict_error}"
     ),
 )
 def from_pretrained_missing_keys(workdir):
@@ -943,13 +943,16 @@ def from_pretrained_missing_keys(workdir):
     inputs = wan_inputs(wan_config("wan2.1-i2v"))
     with torch.no_grad():
         output_diff = (model(**inputs)[0] - reference(**inputs)[0]).abs().max().item()
+    # Only the start of the messages: the keys come in set order, which differs from one interpreter to the next.
     return {
         "meta_tensors": meta_left,
         "missing_keys": len(missing),
         "missing_keys_zero": sum(bool((loaded[name] == 0).all()) for name in missing),
         "output_diff": output_diff,
-        "warnings": warnings,
-        "strict_error": strict_error,
+        "warnings": len(warnings),
+        "warning": warnings[0].split(" keys: ")[0] + " keys" if warnings else None,
+        "zeros_said": any("They were initialized with zeros" in warning for warning in warnings),
+        "strict_error": strict_error and strict_error.split(": \n")[0],
     }
 
 
