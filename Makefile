@@ -9,7 +9,7 @@ STAMP := $(dir $(PYTHON)).diffusers-patched-deps
 OUT ?= dist/patches
 CLI = $(PYTHON) -m tools.cli
 
-.PHONY: install demo test test-fast test-gpu check-patches vendor export-patches edit refresh rebase rebase-continue bench lint
+.PHONY: wheels refresh-releases install demo test test-fast test-gpu check-patches vendor export-patches edit refresh rebase rebase-continue bench lint
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -23,8 +23,13 @@ $(STAMP): pyproject.toml constraints.txt | $(PYTHON)
 install: $(STAMP)
 	$(PYTHON) -m pip install --quiet --no-deps --no-build-isolation --force-reinstall .
 
+# UPSTREAM=X.Y.Z: the demo table on another supported release (its wheel over the verified stack, see tools/demo.py).
 demo: install
-	$(PYTHON) -m tools.demo
+	$(PYTHON) -m tools.demo $(if $(UPSTREAM),--release $(UPSTREAM))
+
+# RELEASE=X.Y.Z (repeatable in tools.cli): only that release.
+wheels: $(STAMP)
+	$(CLI) wheels --out dist $(if $(RELEASE),--release $(RELEASE))
 
 # The GPU tests (tests/gpu/, marker `gpu`) are skipped without a CUDA device; -rs prints how many, and why.
 test: install check-patches lint
@@ -57,11 +62,16 @@ vendor: $(STAMP)
 export-patches: $(STAMP)
 	$(CLI) export --out $(OUT) $(if $(UPSTREAM_REPO),--upstream-repo $(UPSTREAM_REPO))
 
+# RELEASE=X.Y.Z: another supported release (build/series-X.Y.Z), to write its backports.
 edit: $(STAMP)
-	$(CLI) edit
+	$(CLI) edit $(if $(RELEASE),--release $(RELEASE))
 
 refresh: $(STAMP)
-	$(CLI) refresh
+	$(CLI) refresh $(if $(RELEASE),--release $(RELEASE))
+
+# After a patch was added or changed: every other release's record follows, or what it needs is listed.
+refresh-releases: $(STAMP)
+	$(CLI) refresh-releases
 
 rebase: $(STAMP)
 	@test -n "$(UPSTREAM)" || { echo "usage: make rebase UPSTREAM=X.Y.Z" >&2; exit 2; }

@@ -6,10 +6,9 @@ turns it off, and then the .pth does not even import this package. `python -m di
 says what is in effect. Importing this package never raises: problems become warnings and show in `status`.
 """
 
+from ._vendor import VERSION as __version__  # noqa: F401 (<diffusers release>.post<N>, generated with the tree)
 from .activation import activate, uninstall  # noqa: F401 (uninstall: public, for tests and embedders)
 
-
-__version__ = "0.42.1.post1"
 
 activate()
 

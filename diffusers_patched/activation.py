@@ -90,10 +90,17 @@ def upstream_problems():
     diffusers = sys.modules.get("diffusers")
     found_version = getattr(diffusers, "__version__", None)
     if found_version != _vendor.UPSTREAM_VERSION:
+        if found_version in _vendor.SUPPORTED_RELEASES:
+            other_build = f"the build for it, `pip install diffusers-patched=={found_version}.post{_vendor.POST}`"
+        else:
+            other_build = (
+                f"no diffusers-patched build exists for diffusers {found_version}; the supported releases are "
+                f"{', '.join(_vendor.SUPPORTED_RELEASES)}"
+            )
         return [
-            f"installed diffusers is {found_version}, but this diffusers-patched is built for diffusers "
-            f"{_vendor.UPSTREAM_VERSION}. Install the matching release with `pip install "
-            f"diffusers=={_vendor.UPSTREAM_VERSION}`, or a diffusers-patched built for diffusers {found_version}."
+            f"installed diffusers is {found_version}, but this diffusers-patched ({_vendor.VERSION}) is built for "
+            f"diffusers {_vendor.UPSTREAM_VERSION}. Install the matching release with `pip install "
+            f"diffusers=={_vendor.UPSTREAM_VERSION}`, or {other_build}."
         ]
     problems = []
     for module_name, entry in sorted(_vendor.MODULES.items()):

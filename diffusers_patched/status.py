@@ -23,6 +23,8 @@ def status_report():
         problems = activation.upstream_problems()
     lines = [
         f"upstream diffusers: {installed} ({match} the series base {_vendor.UPSTREAM_VERSION})",
+        f"build: diffusers-patched {_vendor.VERSION}, for diffusers {_vendor.UPSTREAM_VERSION} "
+        f"(supported releases: {', '.join(_vendor.SUPPORTED_RELEASES)})",
         f"activation: {activation.state.reason}",
         f"guards: {'FAIL, patched modules will be served from upstream' if problems else 'pass'}",
     ]
@@ -31,7 +33,14 @@ def status_report():
     for patch in _vendor.PATCHES:
         upstream = f"bug: {', '.join(patch['bugs'])}" if patch["bugs"] else f"origin: {patch['origin']}"
         applied = f", applied upstream: {patch['applied_upstream']}" if patch["applied_upstream"] else ""
-        lines.append(f"  {patch['file']}: {patch['subject']} [{upstream}; forwarded: {patch['forwarded']}{applied}]")
+        backport = f", backported to {_vendor.UPSTREAM_VERSION}" if patch["backport"] else ""
+        lines.append(
+            f"  {patch['file']}: {patch['subject']} [{upstream}; forwarded: {patch['forwarded']}{applied}{backport}]"
+        )
+    lines.extend(
+        f"  {name}: skipped, not needed on diffusers {_vendor.UPSTREAM_VERSION}: {reason}"
+        for name, reason in sorted(_vendor.SKIPPED.items())
+    )
     lines.append("vendored modules:")
     for name in sorted(_vendor.MODULES):
         module = sys.modules.get(name)

@@ -217,9 +217,13 @@ def test_status_command_reports_upstream_activation_patches_and_vendored_modules
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"upstream diffusers: {UPSTREAM_VERSION} (matches the series base {UPSTREAM_VERSION})"
-    assert lines[1] == "activation: active"
-    assert lines[2] == "guards: pass"
-    assert lines[3] == "patches:"
+    assert lines[1] == (
+        f"build: diffusers-patched {_vendor.VERSION}, for diffusers {UPSTREAM_VERSION} "
+        f"(supported releases: {', '.join(_vendor.SUPPORTED_RELEASES)})"
+    )
+    assert lines[2] == "activation: active"
+    assert lines[3] == "guards: pass"
+    assert lines[4] == "patches:"
     for patch in _vendor.PATCHES:
         line = next(line for line in lines if line.startswith(f"  {patch['file']}: "))
         assert patch["subject"] in line
@@ -233,6 +237,8 @@ def test_status_command_reports_upstream_activation_patches_and_vendored_modules
 # Guards: a diffusers that is not the pristine series base, shadowing the installed one on PYTHONPATH.
 _SHADOWS = {
     "other_version": ("__init__.py", f'__version__ = "{UPSTREAM_VERSION}"\n', '__version__ = "0.42.0"\n'),
+    # A release no build exists for: the message lists the supported ones.
+    "unsupported_version": ("__init__.py", f'__version__ = "{UPSTREAM_VERSION}"\n', '__version__ = "0.30.0"\n'),
     "modified_module": ("pipelines/pipeline_loading_utils.py", "\n", "\n# changed locally\n"),
 }
 
@@ -253,10 +259,21 @@ def shadows(tmp_path_factory):
 
 
 def _expected_guard_message(name, entry):
+    if name == "unsupported_version":
+        from diffusers_patched import _vendor
+
+        return [
+            "installed diffusers is 0.30.0",
+            "no diffusers-patched build exists for diffusers 0.30.0; the supported releases are "
+            + ", ".join(_vendor.SUPPORTED_RELEASES),
+        ]
     if name == "other_version":
         return [
-            f"installed diffusers is 0.42.0, but this diffusers-patched is built for diffusers {UPSTREAM_VERSION}",
+            f"installed diffusers is 0.42.0, but this diffusers-patched ({UPSTREAM_VERSION}.post1) is built for "
+            f"diffusers {UPSTREAM_VERSION}",
             f"`pip install diffusers=={UPSTREAM_VERSION}`",
+            # 0.42.0 is a supported release: the message names its build.
+            "the build for it, `pip install diffusers-patched==0.42.0.post1`",
         ]
     path = entry / "diffusers" / "pipelines" / "pipeline_loading_utils.py"
     found = hashlib.sha256(path.read_bytes()).hexdigest()

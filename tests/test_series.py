@@ -31,6 +31,8 @@ def run_git(repo, *args):
 
 
 BASE = json.loads((REPO_ROOT / "patches" / "base.json").read_text())
+RELEASES = json.loads((REPO_ROOT / "patches" / "releases.json").read_text())
+OLDER = sorted(RELEASES["releases"], key=series.version_key, reverse=True)
 SERIES = [
     line.split("#", 1)[0].strip()
     for line in (REPO_ROOT / "patches" / "series").read_text().splitlines()
@@ -136,6 +138,10 @@ def releases(tmp_path_factory):
     }
     assert len(patched) == 3  # the changed module, its test file and the tiny components the tests share
     make_release(real_sdist, sdists, "0.42.4", patched)
+    # The real sdists of the other supported releases, which `check` replays the series onto.
+    for version in OLDER:
+        sdist = series.fetch_sdist(version, RELEASES["releases"][version]["sdist_sha256"])
+        shutil.copyfile(sdist, sdists / sdist.name)
     return {"cache": cache, "sdist": real_sdist}
 
 
@@ -400,8 +406,11 @@ def test_rebase_to_a_version_that_does_not_exist(project, tmp_path, monkeypatch)
 def test_rebase_onto_release_with_lines_inserted_above_the_patch(first_patch_project, cache):
     project = first_patch_project
     old = (project.vendor_dir / VENDORED_FILE).read_text()
-    names, dropped = series.rebase(project, "0.42.2")
+    names, dropped, releases = series.rebase(project, "0.42.2")
     assert names == [FIRST_PATCH] and dropped == []
+    # The release the primary leaves stays supported: the series replays onto it.
+    assert releases == {BASE["version"]: []}
+    assert project.supported_releases() == ["0.42.2", BASE["version"]]
     sdist = cache / "sdists" / "diffusers-0.42.2.tar.gz"
     new_pristine = pristine_member(sdist, PATCHED_FILE)
     base = project.read_base()
@@ -436,17 +445,28 @@ def test_rebase_conflict_leaves_project_unchanged_and_continues_after_resolution
     resolved = old.replace(IMPORT_LINE, CONFLICTING_IMPORT)
     (project.rebase_dir / PATCHED_FILE).write_text(resolved)
     run_git(project.rebase_dir, "add", PATCHED_FILE)
-    names, dropped = series.rebase_continue(project)
+    names, dropped, releases = series.rebase_continue(project)
     assert names == [FIRST_PATCH] and dropped == []
     assert project.read_base()["version"] == "0.42.3"
     assert (project.vendor_dir / VENDORED_FILE).read_text() == resolved
     assert not project.rebase_dir.exists()
+    # The patch as rebased no longer replays onto the release the primary left: the report and check say so, and
+    # the backport loop fixes it.
+    (problem,) = releases[BASE["version"]]
+    assert f"patches/{FIRST_PATCH} does not replay onto diffusers {BASE['version']}" in problem
+    assert f"make edit RELEASE={BASE['version']}" in series_error(series.check, project)
+    series_error(series.edit, project, BASE["version"])
+    repo = project.release_work_dir(BASE["version"])
+    (repo / PATCHED_FILE).write_text(old)
+    run_git(repo, "add", PATCHED_FILE)
+    assert series.refresh(project, BASE["version"]) == ([FIRST_PATCH], [FIRST_PATCH])
+    assert project.backport_path(BASE["version"], FIRST_PATCH).exists()
     assert series.check(project) == [FIRST_PATCH]
 
 
 def test_rebase_drops_a_patch_applied_upstream(first_patch_project):
     project = first_patch_project
-    names, dropped = series.rebase(project, "0.42.4")
+    names, dropped, _ = series.rebase(project, "0.42.4")
     assert dropped == [FIRST_PATCH]
     assert names == []
     assert not (project.patches_dir / FIRST_PATCH).exists()
@@ -513,6 +533,11 @@ def test_refresh_adds_a_new_commit_as_a_new_patch(project):
     assert vendored.read_bytes() == (repo / "src/diffusers/utils/doc_utils.py").read_bytes()
     assert "'diffusers.utils.doc_utils'" in (project.vendor_dir / "__init__.py").read_text()
     assert "src/diffusers/utils/doc_utils.py" in project.read_base()["files"]
+    # The new patch touches a new file: every other release's record follows it.
+    assert "make refresh-releases" in series_error(series.check, project)
+    assert series.refresh_releases(project) == {version: [] for version in OLDER}
+    for version in OLDER:
+        assert "src/diffusers/utils/doc_utils.py" in project.release_record(version)["files"]
     assert series.check(project) == names
 
 
@@ -683,7 +708,7 @@ def test_rebase_keeps_a_reworded_patch_under_its_name(first_patch_project):
     series.edit(project)
     reword_head(project.work_dir, lambda text: "Reworded: " + text)
     series.refresh(project)
-    names, dropped = series.rebase(project, "0.42.2")
+    names, dropped, _ = series.rebase(project, "0.42.2")
     assert names == [FIRST_PATCH] and dropped == []
     assert "\nSubject: Reworded: " in (project.patches_dir / FIRST_PATCH).read_text()
 
@@ -703,6 +728,7 @@ def test_several_bug_trailers_are_kept_in_the_vendored_manifest(empty_project):
             "origin": None,
             "forwarded": "no",
             "applied_upstream": None,
+            "backport": False,  # the primary's tree: no backports
         }
     ]
     assert series.check(project) == [name]
@@ -847,3 +873,104 @@ def test_sdist_extraction_refuses_members_outside_the_tree(tmp_path, monkeypatch
     with pytest.raises(series.SeriesError, match="would be extracted outside"):
         series.extract_sdist(bad, "diffusers-9.9.9/", tmp_path / "bad" / "tree")
     assert not (tmp_path / "escaped.py").exists() and not (tmp_path / "bad" / "escaped.py").exists()
+
+
+# Older releases: the series replayed with git onto each, backports where it conflicts.
+
+BACKPORTED_RELEASE = next(version for version in OLDER if (REPO_ROOT / "patches" / "backports" / version).is_dir())
+BACKPORT = sorted((REPO_ROOT / "patches" / "backports" / BACKPORTED_RELEASE).glob("*.patch"))[0].name
+REPLAYING_RELEASE = next(version for version in OLDER if not (REPO_ROOT / "patches" / "backports" / version).is_dir())
+
+
+def test_release_without_its_backport_names_patch_file_hunk_and_command_and_edit_refresh_writes_it(project):
+    backport = project.backport_path(BACKPORTED_RELEASE, BACKPORT)
+    backport.unlink()
+    message = series_error(series.check, project)
+    assert f"patches/{BACKPORT} does not replay onto diffusers {BACKPORTED_RELEASE}:" in message
+    hunk = re.search(r"  (src/\S+): conflict at line \d+, hunk #(\d+) \((@@ [^)]*)\)", message)
+    assert hunk, message
+    assert hunk.group(3) in (REPO_ROOT / "patches" / BACKPORT).read_text()
+    assert (
+        f"`make edit RELEASE={BACKPORTED_RELEASE}`" in message
+        and f"`make refresh RELEASE={BACKPORTED_RELEASE}`" in message
+    )
+    # The remedy: edit stops at the conflict, the maintainer resolves it, refresh writes the backport.
+    message = series_error(series.edit, project, BACKPORTED_RELEASE)
+    assert f"make refresh RELEASE={BACKPORTED_RELEASE}" in message
+    repo = project.release_work_dir(BACKPORTED_RELEASE)
+    path = hunk.group(1)
+    resolved = _resolution(REPO_ROOT, BACKPORTED_RELEASE, path, project)
+    (repo / path).write_bytes(resolved)
+    run_git(repo, "add", path)
+    names, backported = series.refresh(project, BACKPORTED_RELEASE)
+    assert backported == [BACKPORT] and names == SERIES
+    assert snapshot(project.root) == snapshot(REPO_ROOT)
+
+
+def _resolution(root, version, path, project):
+    """The file as the committed backport makes it: the committed project's replay, in a scratch checkout."""
+    committed = series.Project(root)
+    scratch = project.root.parent / "committed-replay"
+    series.scratch_checkout(committed, scratch / "primary")
+    series.release_checkout(committed, scratch / "primary", scratch / version, version)
+    return (scratch / version / path).read_bytes()
+
+
+def test_backport_that_no_longer_applies_names_it_and_the_command(project):
+    backport = project.backport_path(BACKPORTED_RELEASE, BACKPORT)
+    text = backport.read_text()
+    context = next(line for line in text.splitlines() if line.startswith(" ") and line.strip())
+    backport.write_text(text.replace(context + "\n", context + "  # changed context\n", 1))
+    message = series_error(series.check, project)
+    assert f"patches/backports/{BACKPORTED_RELEASE}/{BACKPORT} no longer applies exactly" in message
+    assert f"make edit RELEASE={BACKPORTED_RELEASE}" in message
+
+
+def test_unnecessary_backport_is_reported(project, tmp_path):
+    series.scratch_checkout(project, tmp_path / "primary")
+    plan = series.release_checkout(project, tmp_path / "primary", tmp_path / "release", REPLAYING_RELEASE)
+    name = plan[0][0]
+    backport = project.backport_path(REPLAYING_RELEASE, name)
+    backport.parent.mkdir(parents=True)
+    backport.write_bytes(series.export_commit(tmp_path / "release", series.series_commits(tmp_path / "release")[0]))
+    message = series_error(series.check, project)
+    assert f"patches/backports/{REPLAYING_RELEASE}/{name} is unnecessary" in message
+    assert f"make refresh RELEASE={REPLAYING_RELEASE}" in message
+
+
+def test_release_sdist_with_the_wrong_hash(project):
+    releases = project.read_releases()
+    releases["releases"][REPLAYING_RELEASE]["sdist_sha256"] = "0" * 64
+    project.write_releases(releases)
+    message = series_error(series.check, project)
+    assert f"diffusers-{REPLAYING_RELEASE}.tar.gz has sha256" in message and "0" * 64 in message
+    assert "so that it is downloaded again" in message
+
+
+def test_skipped_patch_needs_a_reason_and_is_left_out_of_the_release(project):
+    releases = project.read_releases()
+    releases["releases"][REPLAYING_RELEASE]["skipped"] = {SERIES[0]: ""}
+    project.write_releases(releases)
+    record = project.release_record(REPLAYING_RELEASE)
+    message = series_error(series.release_plan, project, REPLAYING_RELEASE, record, SERIES)
+    assert f"{REPLAYING_RELEASE} skips {SERIES[0]} without a reason" in message
+    record["skipped"] = {SERIES[0]: "upstream's load_sub_model differs on this release"}
+    assert [name for name, _, _ in series.release_plan(project, REPLAYING_RELEASE, record, SERIES)] == SERIES[1:]
+
+
+@pytest.mark.parametrize("command", ["edit", "refresh", "wheels", "demo"])
+def test_unsupported_release_names_the_supported_ones(project, command, tmp_path):
+    if command == "demo":
+        result = subprocess.run(
+            [sys.executable, "-m", "tools.demo", "--release", "0.30.0"], cwd=REPO_ROOT, capture_output=True, text=True
+        )
+        assert result.returncode != 0
+        message = result.stderr
+    elif command == "wheels":
+        from tools import wheels
+
+        message = series_error(wheels.build_wheels, project, tmp_path / "dist", ["0.30.0"])
+        assert not (tmp_path / "dist").exists()
+    else:
+        message = series_error(getattr(series, command), project, "0.30.0")
+    assert "diffusers 0.30.0 is not a supported release; supported: " + ", ".join([BASE["version"], *OLDER]) in message

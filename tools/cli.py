@@ -4,15 +4,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import series
+from . import series, wheels
 
 
 COMMANDS = {
     "vendor": "regenerate diffusers_patched/_vendor from pristine upstream + patches/series",
     "check": "lint the series, apply it exactly, require vendored tree and patches to be up to date",
     "export": "write the upstream-ready patches (not the `Forwarded: not-needed` ones) as mbox files, verified",
-    "edit": "make build/series: pristine + series as git commits to change",
-    "refresh": "rewrite patches and vendored tree from the commits in build/series",
+    "edit": "make build/series (--release X: build/series-X): pristine + series as git commits to change",
+    "refresh": "rewrite patches and vendored tree from the commits in build/series (--release X: X's backports)",
+    "refresh-releases": "replay the series onto every other supported release and rewrite their records",
+    "add-release": "support another diffusers release: record its sdist; the series is replayed onto it",
+    "wheels": "build one wheel per supported release (or --release X) and SHA256SUMS into --out",
     "rebase": "replay the series onto another upstream release with a 3-way merge",
     "rebase-continue": "continue a rebase after resolving its conflicts",
 }
@@ -33,6 +36,13 @@ def run(args):
         checks = "upstream's ruff" + (" and utils/check_copies.py" if args.upstream_repo else "")
         report.append(f"verified: they `git am` onto the pristine release and pass {checks}")
         return "\n".join(report)
+    if args.command == "edit" and args.release not in (None, project.read_base()["version"]):
+        plan = series.edit(project, args.release)
+        return (
+            f"{project.release_work_dir(args.release)} holds pristine diffusers {args.release} with its "
+            f"{len(plan)} patch(es) replayed as commits (tag `primary`: the series as written for the primary). "
+            f"Change a commit there as in build/series, then run `make refresh RELEASE={args.release}`."
+        )
     if args.command == "edit":
         series.edit(project)
         return (
@@ -41,16 +51,42 @@ def run(args):
             "`make refresh`. Each commit's `Patch-Filename:` trailer names its patch file; a new commit without one "
             "is named after its subject."
         )
+    if args.command == "refresh" and args.release not in (None, project.read_base()["version"]):
+        names, backported = series.refresh(project, args.release)
+        return (
+            f"diffusers {args.release}: {len(names)} patch(es), backported: {', '.join(backported) or 'none'}; "
+            "patches/releases.json and its backports rewritten"
+        )
+    if args.command == "refresh-releases":
+        return "\n".join(_release_report(series.refresh_releases(project))) or "no other supported release"
+    if args.command == "add-release":
+        series.add_release(project, args.version)
+        return (
+            f"diffusers {args.version} added to patches/releases.json; `make check-patches` replays the series onto it"
+        )
+    if args.command == "wheels":
+        paths = wheels.build_wheels(project, args.out, args.release)
+        return "\n".join([*map(str, paths), str(args.out / "SHA256SUMS")])
     if args.command == "refresh":
         names = series.refresh(project)
         return "patches, base record and vendored tree rewritten: " + ", ".join(names)
     if args.command == "rebase":
-        names, dropped = series.rebase(project, args.version)
+        names, dropped, releases = series.rebase(project, args.version)
     else:
-        names, dropped = series.rebase_continue(project)
+        names, dropped, releases = series.rebase_continue(project)
     report = [f"series rebased onto diffusers {project.read_base()['version']}: " + ", ".join(names)]
     report.extend(f"{name}: applied upstream, dropped from the series" for name in dropped)
+    report.extend(_release_report(releases))
     return "\n".join(report)
+
+
+def _release_report(releases):
+    """Lines for {release: problems}: which releases replay, and what the others need."""
+    report = []
+    for version, problems in releases.items():
+        report.append(f"diffusers {version}: " + ("replays, supported" if not problems else "NEEDS WORK:"))
+        report.extend(f"  {line}" for problem in problems for line in problem.splitlines())
+    return report
 
 
 def main(argv=None):
@@ -66,8 +102,13 @@ def main(argv=None):
                 type=Path,
                 help="a diffusers git repository: also run its utils/check_copies.py (the sdist lacks utils/)",
             )
-        if name == "rebase":
+        if name in ("rebase", "add-release"):
             command.add_argument("version")
+        if name in ("edit", "refresh"):
+            command.add_argument("--release", help="another supported diffusers release (default: the primary)")
+        if name == "wheels":
+            command.add_argument("--out", type=Path, default=Path("dist"))
+            command.add_argument("--release", action="append", help="only this release (repeatable)")
     args = parser.parse_args(argv)
     try:
         print(run(args))

@@ -1,8 +1,10 @@
 """`make demo`: every known failure, on upstream diffusers and with diffusers-patched, side by side."""
 
+import argparse
 import sys
 
 from tests.support.scenarios import SCENARIOS, run_scenarios
+from tools import series, wheels
 
 
 def _cell(scenario, outcome, width=70):
@@ -10,14 +12,27 @@ def _cell(scenario, outcome, width=70):
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def main(names=None):
-    names = names or list(SCENARIOS)
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tools.demo", description=__doc__)
+    parser.add_argument("names", nargs="*", help="scenarios (default: all)")
+    parser.add_argument("--release", help="another supported diffusers release: its wheel over the verified stack")
+    args = parser.parse_args(argv)
+    names = args.names or list(SCENARIOS)
+    site = None
+    if args.release:
+        try:
+            site = wheels.release_site(series.Project(series.REPO_ROOT), args.release)
+        except series.SeriesError as e:
+            sys.exit(f"error: {e}")
+    release = args.release or "the installed diffusers"
     print(
-        f"running {len(names)} scenarios on upstream diffusers (DIFFUSERS_PATCHED=0) ...", file=sys.stderr, flush=True
+        f"running {len(names)} scenarios on upstream diffusers ({release}, DIFFUSERS_PATCHED=0) ...",
+        file=sys.stderr,
+        flush=True,
     )
-    upstream = run_scenarios(names, patched=False)
-    print(f"running {len(names)} scenarios with diffusers-patched ...", file=sys.stderr, flush=True)
-    patched = run_scenarios(names, patched=True)
+    upstream = run_scenarios(names, patched=False, site=site)
+    print(f"running {len(names)} scenarios with diffusers-patched ({release}) ...", file=sys.stderr, flush=True)
+    patched = run_scenarios(names, patched=True, site=site)
     rows = [(name, upstream[name], patched[name]) for name in names]
     print("| scenario | upstream diffusers | diffusers-patched | time (upstream / patched) |")
     print("|---|---|---|---|")
@@ -38,4 +53,4 @@ def main(names=None):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

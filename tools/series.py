@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 
 
 UPSTREAM = "diffusers"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_SOURCE_DIR = "src/"
 FORMAT_PATCH_FLAGS = [
     "--keep-subject",
@@ -52,6 +53,7 @@ _ISOLATED_ENV = {
     "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
 }
 SERIES_HEADER = "# diffusers-patched series: applied in order onto pristine diffusers (see base.json).\n"
+_PRIMARY_REMEDY = "Rebuild the patch with `make edit` + `make refresh` (or `make rebase` if upstream moved)."
 _HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@.*$", re.MULTILINE)
 
 
@@ -68,8 +70,13 @@ class Project:
         self.series_file = self.patches_dir / "series"
         self.base_file = self.patches_dir / "base.json"
         self.vendor_dir = self.root / "diffusers_patched" / "_vendor"
+        self.releases_file = self.patches_dir / "releases.json"
+        self.backports_dir = self.patches_dir / "backports"
         self.work_dir = self.root / "build" / "series"
         self.rebase_dir = self.root / "build" / "rebase"
+
+    def release_work_dir(self, version):
+        return self.root / "build" / f"series-{version}"
 
     def read_base(self):
         try:
@@ -79,6 +86,38 @@ class Project:
 
     def write_base(self, base):
         self.base_file.write_text(json.dumps(base, indent=2, sort_keys=True) + "\n")
+
+    def read_releases(self):
+        """patches/releases.json: the post-release number of the builds, and every supported release but the primary
+        (base.json), each with its sdist sha256, the pristine sha256 of the files its series touches, and the patches
+        it skips with the reason."""
+        if not self.releases_file.exists():
+            return {"post": 1, "releases": {}}
+        return json.loads(self.releases_file.read_text())
+
+    def write_releases(self, releases):
+        self.releases_file.write_text(json.dumps(releases, indent=2, sort_keys=True) + "\n")
+
+    def supported_releases(self):
+        """The primary first, then the older releases, newest first."""
+        older = sorted(self.read_releases()["releases"], key=version_key, reverse=True)
+        return [self.read_base()["version"], *older]
+
+    def release_record(self, version):
+        """{version, sdist_sha256, files, skipped} of a supported release; the primary's is base.json."""
+        base = self.read_base()
+        if version == base["version"]:
+            return {**base, "skipped": {}}
+        releases = self.read_releases()["releases"]
+        if version not in releases:
+            raise SeriesError(
+                f"diffusers {version} is not a supported release; supported: {', '.join(self.supported_releases())}. "
+                f"To support it, `python -m tools.cli add-release {version}`."
+            )
+        return {"version": version, "skipped": {}, **releases[version]}
+
+    def backport_path(self, version, name):
+        return self.backports_dir / version / name
 
     def read_series(self):
         """The series entries, after checking for missing, duplicate and unlisted patches and stray files."""
@@ -117,7 +156,7 @@ class Project:
         self.series_file.write_text(SERIES_HEADER + "".join(f"{name}\n" for name in entries))
 
 
-def run_isolated(command, cwd, check=True, input=None, binary=False):
+def run_isolated(command, cwd, check=True, input=None, binary=False, env=None):
     """Run a tool (git, ruff, upstream's scripts) in `cwd` with the isolated environment.
 
     Output is text unless `binary`: patch files and pristine blobs are compared and hashed byte for byte.
@@ -130,6 +169,7 @@ def run_isolated(command, cwd, check=True, input=None, binary=False):
             **os.environ,
             **_ISOLATED_ENV,
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]),
+            **(env or {}),
         },
         input=input,
         capture_output=True,
@@ -144,6 +184,10 @@ def run_isolated(command, cwd, check=True, input=None, binary=False):
 
 def git(repo, *args, **kwargs):
     return run_isolated(["git", *args], repo, **kwargs)
+
+
+def version_key(version):
+    return tuple(int(part) for part in re.findall(r"\d+", version))
 
 
 def sha256_of(path):
@@ -175,9 +219,9 @@ def fetch_sdist(version, expected_sha256=None):
     found = sha256_of(sdist)
     if expected_sha256 is not None and found != expected_sha256:
         raise SeriesError(
-            f"{sdist} has sha256 {found}, but patches/base.json records {expected_sha256} for {UPSTREAM} {version}. "
-            f"Delete {sdist} so that it is downloaded again; if upstream really re-published {version}, "
-            "review the change and update patches/base.json."
+            f"{sdist} has sha256 {found}, but patches/ records {expected_sha256} for {UPSTREAM} {version} "
+            f"(base.json or releases.json). Delete {sdist} so that it is downloaded again; if upstream really "
+            f"re-published {version}, review the change and update the record."
         )
     return sdist
 
@@ -225,7 +269,7 @@ def _patch_hunks(patch_text):
     return hunks
 
 
-def _apply_error(name, patch_text, git_output):
+def _apply_error(name, patch_text, git_output, remedy):
     """Name the patch, the file and the hunk from `git apply -v` output."""
     hunks = _patch_hunks(patch_text)
     file_name = None
@@ -239,15 +283,13 @@ def _apply_error(name, patch_text, git_output):
             number = int(hunk.group(1))
             return (
                 f"{name}: {file_name}: hunk #{number} ({hunks[file_name][number - 1][0]}) applies only at an offset of "
-                f"{hunk.group(3)} lines; the series must apply with zero offset. Rebuild the patch with "
-                "`make edit` + `make refresh`."
+                f"{hunk.group(3)} lines; the series must apply with zero offset. {remedy}"
             )
         if failed and failed.group(1):
             header = _hunk_containing(hunks.get(failed.group(1), []), int(failed.group(2)))
             return (
                 f"{name}: {failed.group(1)}: hunk {header} does not apply to the pristine upstream (context "
-                "differs; no fuzz is allowed). Rebuild the patch with `make edit` + `make refresh`, or "
-                "`make rebase` if upstream moved."
+                f"differs; no fuzz is allowed). {remedy}"
             )
     return (
         f"{name} is not a valid patch (corrupt or truncated?): restore it with `git checkout -- patches/{name}`, "
@@ -263,25 +305,32 @@ def _hunk_containing(hunks, line):
 
 
 def apply_series(project, repo, entries, three_way=False):
-    """`git am` each patch in order onto `repo`, with zero fuzz and zero offset unless `three_way`.
-
-    Each commit gets a `Patch-Filename:` trailer naming its patch file, which `refresh` and `rebase` keep the name by.
-    """
+    """`git am` each patch in order onto `repo`, with zero fuzz and zero offset unless `three_way`."""
     for name in entries:
-        patch = project.patches_dir / name
-        patch_text = patch.read_text(errors="replace")
-        if not three_way:
-            check = git(repo, "apply", "--check", "--verbose", str(patch), check=False)
-            output = check.stdout + check.stderr
-            if check.returncode != 0 or "(offset " in output:
-                raise SeriesError(_apply_error(name, patch_text, output))
-        result = git(repo, "am", *AM_FLAGS, *(["--3way"] if three_way else []), str(patch), check=False)
-        if result.returncode != 0:
-            git(repo, "am", "--abort", check=False)
-            raise SeriesError(f"{name} could not be applied with git am: {result.stderr}")
-        # git places the trailer as `git commit --trailer` would: in the DEP-3 trailer block if there is one.
-        git(repo, "-c", "trailer.ifexists=replace", "commit", "--quiet", "--amend", "--no-edit", "--no-verify",
-            "--cleanup=verbatim", "--trailer", f"{PATCH_FILENAME}: {name}")  # fmt: skip
+        apply_patch(repo, name, project.patches_dir / name, three_way)
+
+
+def apply_patch(repo, name, patch, three_way, remedy=_PRIMARY_REMEDY):
+    """`git am` one patch file, exactly (zero fuzz and offset) unless `three_way`, as the series commit `name`.
+
+    The commit gets a `Patch-Filename:` trailer naming its patch file, which `refresh` and `rebase` keep the name by.
+    """
+    if not three_way:
+        check = git(repo, "apply", "--check", "--verbose", str(patch), check=False)
+        output = check.stdout + check.stderr
+        if check.returncode != 0 or "(offset " in output:
+            raise SeriesError(_apply_error(name, patch.read_text(errors="replace"), output, remedy))
+    result = git(repo, "am", *AM_FLAGS, *(["--3way"] if three_way else []), str(patch), check=False)
+    if result.returncode != 0:
+        git(repo, "am", "--abort", check=False)
+        raise SeriesError(f"{name} could not be applied with git am: {result.stderr}")
+    _name_commit(repo, name)
+
+
+def _name_commit(repo, name):
+    # git places the trailer as `git commit --trailer` would: in the DEP-3 trailer block if there is one.
+    git(repo, "-c", "trailer.ifexists=replace", "commit", "--quiet", "--amend", "--no-edit", "--no-verify",
+        "--cleanup=verbatim", "--trailer", f"{PATCH_FILENAME}: {name}")  # fmt: skip
 
 
 def scratch_checkout(project, dest, base=None, three_way=False):
@@ -393,24 +442,29 @@ def module_name(vendored_path):
     return name[: -len(".__init__")] if name.endswith(".__init__") else name
 
 
-def render_manifest(base, files, patches):
-    """The generated `_vendor/__init__.py`: what activation and `status` need, with no I/O at start-up."""
+def render_manifest(record, files, patches, supported, post):
+    """The generated `_vendor/__init__.py`: what activation, `status` and the wheel build need, with no I/O at start-up."""
     modules = {
-        module_name(path): {"path": path, "pristine_sha256": base["files"].get(UPSTREAM_SOURCE_DIR + path)}
+        module_name(path): {"path": path, "pristine_sha256": record["files"].get(UPSTREAM_SOURCE_DIR + path)}
         for path in sorted(files)
     }
     return (
-        "# Generated by `make vendor` from patches/base.json and patches/series. Do not edit.\n"
-        f"UPSTREAM_VERSION = {base['version']!r}\n"
+        "# Generated by `make vendor` (or `make wheels`, per release) from patches/. Do not edit.\n"
+        f"UPSTREAM_VERSION = {record['version']!r}\n"
+        # A literal: pyproject.toml reads the package version from it without importing anything.
+        f"VERSION = {record['version'] + '.post' + str(post)!r}\n"
+        f"POST = {post!r}\n"
+        f"SUPPORTED_RELEASES = {supported!r}\n"
         f"MODULES = {pprint.pformat(modules, width=110)}\n"
         f"PATCHES = {pprint.pformat(patches, width=110, sort_dicts=False)}\n"
+        f"SKIPPED = {pprint.pformat(record['skipped'], width=110)}\n"
     )
 
 
-def manifest_entries(repo, entries):
+def manifest_entries(repo, names, backported=()):
     """One manifest entry per patch, as `status` shows it: subject and DEP-3 fields."""
     patches = []
-    for name, commit in zip(entries, series_commits(repo)):
+    for name, commit in zip(names, series_commits(repo)):
         metadata = patch_metadata(repo, commit)
         patches.append(
             {
@@ -421,21 +475,23 @@ def manifest_entries(repo, entries):
                 # DEP-3: a missing Forwarded field means "no".
                 "forwarded": metadata["forwarded"] or "no",
                 "applied_upstream": metadata["applied_upstream"],
+                "backport": name in backported,
             }
         )
     return patches
 
 
-def build_vendor(project, repo, entries):
-    """{relative path under _vendor: bytes} for pristine + series in `repo`."""
-    base = project.read_base()
+def build_vendor(project, repo, names, record=None, backported=()):
+    """{relative path under _vendor: bytes} for pristine + series in `repo` (the primary's unless `record` says)."""
+    record = record or {**project.read_base(), "skipped": {}}
     files = vendored_files(repo)
-    patches = manifest_entries(repo, entries)
+    patches = manifest_entries(repo, names, backported)
     tree = dict(files)
-    tree["__init__.py"] = render_manifest(base, files, patches).encode()
+    supported = project.supported_releases()
+    tree["__init__.py"] = render_manifest(record, files, patches, supported, project.read_releases()["post"]).encode()
     # Apache-2.0 section 4: ship upstream's license, and say which files were changed and how.
     tree["LICENSE"] = (repo / "LICENSE").read_bytes()
-    tree["NOTICE"] = render_notice(base, files, patches).encode()
+    tree["NOTICE"] = render_notice(record, files, patches).encode()
     return tree
 
 
@@ -445,7 +501,10 @@ def render_notice(base, files, patches):
         f"{UPSTREAM}),\nCopyright The HuggingFace Team, licensed under the Apache License 2.0 (LICENSE here).\n\n"
         "diffusers-patched modified them with these patches, in this order (their text is in patches/ of the "
         "diffusers-patched\nsource distribution and repository):\n"
-        + "".join(f"  {patch['file']}: {patch['subject']}\n" for patch in patches)
+        + "".join(
+            f"  {patch['file']}{' (backported to this release)' if patch['backport'] else ''}: {patch['subject']}\n"
+            for patch in patches
+        )
         + "\nModified files:\n"
         + "".join(f"  {path}\n" for path in sorted(files))
     )
@@ -478,9 +537,13 @@ def vendor(project):
 
 
 def check(project):
-    """Lint the series, apply it exactly, and require vendored tree and patch files to be regenerable as is."""
+    """Lint the series, apply it exactly, and require vendored tree and patch files to be regenerable as is; then
+    replay it onto every other supported release (see `check_release`)."""
     with tempfile.TemporaryDirectory() as tmp:
         entries, _ = _check_in(project, Path(tmp) / "work")
+        problems = check_releases(project, Path(tmp) / "work", Path(tmp) / "releases")
+    if problems:
+        raise SeriesError("\n".join(problems))
     return entries
 
 
@@ -656,11 +719,14 @@ def _patch_name(subject):
     return f"{slug}.patch"
 
 
-def edit(project):
+def edit(project, version=None):
     """Make `build/series`: pristine + series as commits, to change with ordinary git.
 
     Patches that apply only at an offset or with a 3-way merge are accepted here, so that `refresh` can rewrite them.
+    With another supported release, `build/series-<version>` (see `edit_release`).
     """
+    if version not in (None, project.read_base()["version"]):
+        return edit_release(project, version)
     repo = project.work_dir
     if (repo / ".git").exists() and _unrefreshed_work(project, repo):
         raise SeriesError(
@@ -681,8 +747,10 @@ def _unrefreshed_work(project, repo):
     return exported != [(name, (project.patches_dir / name).read_bytes()) for name in project.read_series()]
 
 
-def refresh(project):
-    """Rewrite patches and vendored tree from the commits in `build/series`."""
+def refresh(project, version=None):
+    """Rewrite patches and vendored tree from the commits in `build/series` (another release: `refresh_release`)."""
+    if version not in (None, project.read_base()["version"]):
+        return refresh_release(project, version)
     repo = project.work_dir
     if not (repo / ".git").exists():
         raise SeriesError(f"{repo} does not exist; run `make edit` first, then commit your change there.")
@@ -739,10 +807,45 @@ def _finish_rebase(project, repo):
     git(repo, "tag", "--force", "pristine", "new-pristine")
     names = series_names(repo)  # the commits' trailers keep their names
     dropped = [name for name in state["entries"] if name not in names]
+    old = project.read_base()
+    if version_key(old["version"]) < version_key(state["version"]):
+        # The release the series leaves stays a supported target, derived from the series like the others.
+        releases = project.read_releases()
+        releases["releases"].setdefault(old["version"], {"sdist_sha256": old["sdist_sha256"], "files": {}})
+        project.write_releases(releases)
     base = {"version": state["version"], "sdist_sha256": state["sdist_sha256"], "files": {}}
     _write_from_repo(project, repo, base, names)
+    report = _update_releases(project, repo)
     shutil.rmtree(repo)
-    return names, dropped
+    return names, dropped, report
+
+
+def refresh_releases(project):
+    """Replay the series onto every other supported release and rewrite their records (the files the series touches
+    there), e.g. after a new patch; returns {release: problems} (see `_update_releases`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch_checkout(project, Path(tmp) / "primary")
+        return _update_releases(project, Path(tmp) / "primary")
+
+
+def _update_releases(project, primary_repo):
+    """{release: problems} after the series or the primary changed: each release's record follows the replay; a
+    release that no longer replays, or whose backports became stale or unnecessary, has its problems listed (`make
+    check-patches` fails on them until they are fixed or the release is removed from releases.json)."""
+    report = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for version in project.supported_releases()[1:]:
+            repo = Path(tmp) / version
+            try:
+                release_checkout(project, primary_repo, repo, version)
+            except SeriesError as e:
+                report[version] = [str(e)]
+                continue
+            releases = project.read_releases()
+            releases["releases"][version]["files"] = pristine_hashes(repo)
+            project.write_releases(releases)
+            report[version] = check_release(project, primary_repo, repo, version)
+    return report
 
 
 def _conflict_regions(text):
@@ -765,9 +868,19 @@ def _conflict_regions(text):
 def _conflict_report(project, repo):
     state = json.loads((repo / ".git" / "diffusers-patched-rebase.json").read_text())
     name = commit_name(repo, "REBASE_HEAD")
-    patch_text = (project.patches_dir / name).read_text() if (project.patches_dir / name).exists() else ""
-    hunks = _patch_hunks(patch_text)
-    lines = [f"{name} conflicts with {UPSTREAM} {state['version']}:"]
+    patch = project.patches_dir / name
+    lines = [f"{name} conflicts with {UPSTREAM} {state['version']}:", *_conflicts(repo, patch)]
+    lines.append(
+        f"Nothing in {project.root} was changed. Resolve the conflicts in {repo} (edit, then `git add`), then run "
+        f"`make rebase-continue`; or delete {repo} to abandon the rebase."
+    )
+    return "\n".join(lines)
+
+
+def _conflicts(repo, patch):
+    """One line per conflict git left in `repo`'s working tree: the file, the line and the hunk of `patch`."""
+    hunks = _patch_hunks(patch.read_text(errors="replace") if patch.exists() else "")
+    lines = []
     for path in git(repo, "diff", "--name-only", "--diff-filter=U").stdout.split():
         for start, theirs in _conflict_regions((repo / path).read_text(errors="replace")):
             # The conflicting hunk is the one whose lines fill the patch's side of the conflict.
@@ -777,8 +890,241 @@ def _conflict_report(project, repo):
             best = max(overlap, default=(0, None, None))
             hunk = f"hunk #{best[1]} ({best[2]})" if best[0] else "no single hunk of the patch"
             lines.append(f"  {path}: conflict at line {start}, {hunk}")
-    lines.append(
-        f"Nothing in {project.root} was changed. Resolve the conflicts in {repo} (edit, then `git add`), then run "
-        f"`make rebase-continue`; or delete {repo} to abandon the rebase."
+    return lines
+
+
+# Older releases. The series is written against the primary (base.json); every release in releases.json is derived
+# from it by replaying it with git onto that release's pristine sdist: each patch with a 3-way merge (`git am -3`),
+# or, where that conflicts, the release's backport (patches/backports/<release>/<name>.patch, applied exactly);
+# patches the release does not need are skipped with their reason.
+
+_EDIT_STATE = "diffusers-patched-edit.json"
+
+
+def _backport_remedy(version):
+    return (
+        f"Write the backport: `make edit RELEASE={version}`, resolve the conflict in build/series-{version} (edit, "
+        f"`git add`), then `make refresh RELEASE={version}`."
     )
-    return "\n".join(lines)
+
+
+def release_plan(project, version, record, entries):
+    """[(name, patch file, is a backport)] that make release `version`, in series order, after checking its data."""
+    problems = []
+    for name, reason in record["skipped"].items():
+        if name not in entries:
+            problems.append(f"releases.json: {version} skips {name}, which is not in patches/series; remove it.")
+        elif not reason.strip():
+            problems.append(f"releases.json: {version} skips {name} without a reason; say why it does not need it.")
+    backports = project.backports_dir / version
+    for path in sorted(backports.iterdir()) if backports.is_dir() else []:
+        if path.name not in entries or path.name in record["skipped"]:
+            problems.append(
+                f"{path.relative_to(project.root)} is the backport of no patch that {version} applies; delete it."
+            )
+    if problems:
+        raise SeriesError("\n".join(problems))
+    plan = []
+    for name in entries:
+        if name not in record["skipped"]:
+            backport = project.backport_path(version, name)
+            plan.append((name, backport, True) if backport.exists() else (name, project.patches_dir / name, False))
+    return plan
+
+
+def release_checkout(project, primary_repo, repo, version, editing=False):
+    """`repo`: pristine `version` (tag `pristine`) with the series replayed as commits; returns the plan.
+
+    The primary's series commits (from `primary_repo`) are fetched as tag `primary`: the 3-way merges need their
+    blobs, and they show the maintainer what a backport is of. `editing` stops at a conflict for `refresh`.
+    """
+    record = project.release_record(version)
+    plan = release_plan(project, version, record, project.read_series())
+    pristine = pristine_repo(version, record["sdist_sha256"])
+    if repo.exists():
+        shutil.rmtree(repo)
+    repo.parent.mkdir(parents=True, exist_ok=True)
+    git(repo.parent, "clone", "--quiet", "--shared", str(pristine), str(repo))
+    git(repo, "tag", "pristine")
+    git(repo, "fetch", "--quiet", "--no-tags", str(primary_repo), "HEAD")
+    git(repo, "tag", "primary", "FETCH_HEAD")
+    replay(project, repo, version, plan, editing)
+    return plan
+
+
+def replay(project, repo, version, plan, editing):
+    """Apply `plan` onto `repo`: backports exactly (unless `editing`), the series' patches with 3-way merges."""
+    for index, (name, patch, is_backport) in enumerate(plan):
+        where = patch.relative_to(project.root)
+        if is_backport and not editing:
+            remedy = f"The backport {where} no longer applies exactly (an earlier patch changed?). "
+            apply_patch(repo, name, patch, three_way=False, remedy=remedy + _backport_remedy(version))
+            continue
+        result = git(repo, "am", *AM_FLAGS, "--3way", str(patch), check=False)
+        if result.returncode == 0:
+            _name_commit(repo, name)
+            continue
+        lines = [f"{where} does not replay onto {UPSTREAM} {version}:", *_conflicts(repo, patch)]
+        if len(lines) == 1:
+            lines.append(result.stderr.strip())
+        if editing:
+            remaining = [[name, str(patch), is_backport] for name, patch, is_backport in plan[index + 1 :]]
+            (repo / ".git" / _EDIT_STATE).write_text(json.dumps({"current": name, "remaining": remaining}))
+            lines.append(
+                f"Resolve the conflicts in {repo} (edit, then `git add`), then run `make refresh RELEASE={version}`; "
+                f"or, if {version} does not need {name}, record why in patches/releases.json (`skipped`) and run "
+                f"`make edit RELEASE={version}` again."
+            )
+        else:
+            git(repo, "am", "--abort", check=False)
+            lines.append(f"{version} has no backport of {name}. {_backport_remedy(version)}")
+        raise SeriesError("\n".join(lines))
+
+
+def replays_cleanly(repo, commit, patch):
+    """Whether `patch` replays with git (3-way) onto the parent of `commit`, giving exactly `commit`'s tree."""
+    with tempfile.TemporaryDirectory() as tmp:
+        index = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        git(repo, "read-tree", f"{commit}^", env=index)
+        if git(repo, "apply", "--3way", "--cached", str(patch), check=False, env=index).returncode != 0:
+            return False
+        tree = git(repo, "write-tree", env=index).stdout.strip()
+    return tree == git(repo, "rev-parse", f"{commit}^{{tree}}").stdout.strip()
+
+
+def check_release(project, primary_repo, repo, version):
+    """Problems of release `version`, replayed in `repo`: its record, its backports (exact, needed, canonical)."""
+    record = project.release_record(version)
+    plan = release_checkout(project, primary_repo, repo, version)
+    remedy = f"run `make edit RELEASE={version}` then `make refresh RELEASE={version}` to rewrite it"
+    problems = []
+    if pristine_hashes(repo) != record["files"]:
+        problems.append(
+            f"patches/releases.json: the pristine sha256 recorded for {version} are not those of exactly the files "
+            "its series touches (a patch was added or changed?); run `make refresh-releases`."
+        )
+    for (name, patch, is_backport), commit in zip(plan, series_commits(repo)):
+        if not is_backport:
+            continue
+        where = patch.relative_to(project.root)
+        if export_commit(repo, commit) != patch.read_bytes():
+            problems.append(f"{where}: a re-export differs from the committed file; {remedy}.")
+        elif replays_cleanly(repo, commit, project.patches_dir / name):
+            problems.append(
+                f"{where} is unnecessary: the series' own {name} replays onto {version} with git; {remedy} "
+                "(refresh deletes it)."
+            )
+    problems.extend(f"{version}: {problem}" for problem in lint_style(repo))
+    return problems
+
+
+def check_releases(project, primary_repo, scratch):
+    """Problems of every supported release but the primary, and of backports kept for no supported release."""
+    supported = project.supported_releases()
+    problems = [
+        f"{directory.relative_to(project.root)} holds backports for {directory.name}, which is not a supported "
+        "release; delete it, or support the release (`python -m tools.cli add-release`)."
+        for directory in (sorted(project.backports_dir.iterdir()) if project.backports_dir.is_dir() else [])
+        if directory.name not in supported
+    ]
+    for version in supported[1:]:
+        try:
+            problems.extend(check_release(project, primary_repo, scratch / version, version))
+        except SeriesError as e:
+            problems.append(str(e))
+    return problems
+
+
+def edit_release(project, version):
+    """`build/series-<version>`: the release's pristine sdist and its series as commits, stopping at a conflict."""
+    project.release_record(version)  # refuses an unsupported release
+    repo = project.release_work_dir(version)
+    if (repo / ".git").exists() and (
+        (repo / ".git" / _EDIT_STATE).exists() or git(repo, "status", "--porcelain").stdout.strip()
+    ):
+        raise SeriesError(
+            f"{repo} holds work that is not in patches/ yet; run `make refresh RELEASE={version}` to keep it, or "
+            f"delete {repo} to start over."
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch_checkout(project, Path(tmp) / "primary")
+        return release_checkout(project, Path(tmp) / "primary", repo, version, editing=True)
+
+
+def refresh_release(project, version):
+    """Finish the replay in `build/series-<version>` and rewrite the release's backports and record from it.
+
+    A commit gets a backport file exactly when the series' own patch does not replay onto its parent as it stands.
+    Returns (names applied, names backported).
+    """
+    record = project.release_record(version)
+    repo = project.release_work_dir(version)
+    if not (repo / ".git").exists():
+        raise SeriesError(f"{repo} does not exist; run `make edit RELEASE={version}` first.")
+    state_file = repo / ".git" / _EDIT_STATE
+    if state_file.exists():
+        unmerged = git(repo, "diff", "--name-only", "--diff-filter=U").stdout.split()
+        if unmerged:
+            raise SeriesError(f"{repo} still has conflicts in {', '.join(unmerged)}: resolve them, `git add`.")
+        state = json.loads(state_file.read_text())
+        if (repo / ".git" / "rebase-apply").exists():
+            result = git(repo, "-c", "core.editor=true", "am", "--continue", check=False)
+            if result.returncode != 0:
+                raise SeriesError(f"`git am --continue` failed in {repo}:\n{result.stdout}{result.stderr}")
+        _name_commit(repo, state["current"])
+        state_file.unlink()
+        replay(project, repo, version, [(n, Path(p), b) for n, p, b in state["remaining"]], editing=True)
+    if git(repo, "status", "--porcelain").stdout.strip():
+        raise SeriesError(f"{repo} has uncommitted changes; commit them first.")
+    names = series_names(repo)
+    expected = [name for name in project.read_series() if name not in record["skipped"]]
+    if names != expected:
+        raise SeriesError(
+            f"the commits in {repo} must be the series' patches in order, less those {version} skips "
+            f"(releases.json); found {', '.join(names) or 'none'}. To skip a patch on {version}, record why in "
+            f"patches/releases.json (`skipped`) and run `make edit RELEASE={version}` again."
+        )
+    backported = []
+    directory = project.backports_dir / version
+    for name, commit in zip(names, series_commits(repo)):
+        path = project.backport_path(version, name)
+        if replays_cleanly(repo, commit, project.patches_dir / name):
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(export_commit(repo, commit))
+            backported.append(name)
+    if directory.is_dir() and not any(directory.iterdir()):
+        directory.rmdir()
+    releases = project.read_releases()
+    releases["releases"][version]["files"] = pristine_hashes(repo)
+    project.write_releases(releases)
+    return names, backported
+
+
+def add_release(project, version):
+    """Record `version` as supported (its sdist's sha256; files and backports follow from the replay)."""
+    if version in project.supported_releases():
+        raise SeriesError(f"diffusers {version} is already supported.")
+    sdist = fetch_sdist(version)
+    releases = project.read_releases()
+    releases["releases"][version] = {"sdist_sha256": sha256_of(sdist), "files": {}, "skipped": {}}
+    project.write_releases(releases)
+    vendor(project)  # the manifest lists the supported releases
+
+
+def release_vendor(project, version, primary=None):
+    """{relative path under _vendor: bytes} of the vendored tree for supported release `version`, from pristine +
+    series (for the primary that is the committed tree, which `check` keeps identical). `primary`: a scratch
+    checkout of the primary to reuse (`scratch_checkout`), for several releases in a row."""
+    record = project.release_record(version)
+    with tempfile.TemporaryDirectory() as tmp:
+        if primary is None:
+            primary = Path(tmp) / "primary"
+            scratch_checkout(project, primary)
+        if version == project.read_base()["version"]:
+            return build_vendor(project, primary, project.read_series())
+        plan = release_checkout(project, primary, Path(tmp) / version, version)
+        names = [name for name, _, _ in plan]
+        backported = [name for name, _, is_backport in plan if is_backport]
+        return build_vendor(project, Path(tmp) / version, names, record, backported)

@@ -74,17 +74,20 @@ def error_of(exception):
     return {"type": type(exception).__name__, "message": str(exception)}
 
 
-def run_scenarios(names, patched, module="tests.support.scenarios", cuda=False):
+def run_scenarios(names, patched, module="tests.support.scenarios", cuda=False, site=None):
     """Run scenarios in one fresh interpreter (imports dominate their cost), with or without the patches.
 
     Each scenario works in its own directory on models it builds itself; an error in one ends only that one. `module`
     holds the scenarios (`tests.support.gpu_scenarios` for the CUDA ones). Without `cuda`, CUDA devices are hidden:
     on a GPU machine, transformers and diffusers would otherwise load bitsandbytes models onto GPU 0 by themselves,
-    and a CPU scenario would no longer be about the CPU.
+    and a CPU scenario would no longer be about the CPU. `site`: a directory with another diffusers release and its
+    diffusers-patched (tools/wheels.py `release_site`), first on the path.
     """
     env = {**os.environ, "DIFFUSERS_PATCHED": "1" if patched else "0", "HF_HUB_OFFLINE": "1"}
     if not cuda:
         env["CUDA_VISIBLE_DEVICES"] = ""
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
     with tempfile.TemporaryDirectory() as workdir:
         process = subprocess.run(
             [sys.executable, "-m", module, workdir, *names],

@@ -1,0 +1,209 @@
+"""Every supported release: its wheel, installed with that diffusers release over the verified stack, behaves like the
+primary's build, the wheels are reproducible, pip picks the build for a pinned diffusers, and a build installed over
+another release or over another build says what to do.
+
+An older release runs from a directory made by `pip install --no-deps --target` (tools/wheels.py `release_site`):
+its diffusers wheel, the packages it pins differently (releases.json `stack`) and its diffusers-patched wheel, first
+on PYTHONPATH over the one verified stack installed here. One interpreter per (release, side) runs every scenario.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from conftest import REPO_ROOT, run_python
+
+from tests.support.scenarios import SCENARIOS, run_scenarios
+from tools import series, wheels
+
+
+PROJECT = series.Project(REPO_ROOT)
+PRIMARY = PROJECT.read_base()["version"]
+OLDER = PROJECT.supported_releases()[1:]
+POST = PROJECT.read_releases()["post"]
+SIDES = ("upstream", "patched")
+
+
+def wheel_name(version):
+    return f"diffusers_patched-{version}.post{POST}-py3-none-any.whl"
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory):
+    """`make wheels` into a scratch dist/."""
+    out = tmp_path_factory.mktemp("dist")
+    wheels.build_wheels(PROJECT, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def sites(dist):
+    return {version: wheels.release_site(PROJECT, version, dist / wheel_name(version)) for version in OLDER}
+
+
+@pytest.fixture(scope="session")
+def release_outcomes(sites):
+    """{(release, side): {scenario: Outcome}}; two interpreters at a time (CI has two cores)."""
+    runs = [(version, side) for version in OLDER for side in SIDES]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = pool.map(lambda run: run_scenarios(list(SCENARIOS), run[1] == "patched", site=sites[run[0]]), runs)
+        return dict(zip(runs, outcomes))
+
+
+def comparable(outcome):
+    """What a scenario measured or raised, without its scratch directory or its time."""
+    text = json.dumps({"result": outcome.result, "error": outcome.error}, sort_keys=True)
+    return json.loads(re.sub(re.escape(tempfile.gettempdir()) + r"/[^/\"']+/", "<workdir>/", text))
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("side", SIDES)
+@pytest.mark.parametrize("version", OLDER)
+def test_release_behaves_like_the_primary_on_every_scenario(
+    version, side, release_outcomes, upstream_outcomes, patched_outcomes
+):
+    """Each fix fails on upstream of `version` as on the primary and passes patched with the primary's result
+    (test_demo_scenarios.py asserts those); a scenario that differs on a release is recorded in releases.json."""
+    primary = upstream_outcomes if side == "upstream" else patched_outcomes
+    recorded = PROJECT.release_record(version).get("scenarios", {})
+    differs = {
+        name: comparable(outcome)
+        for name, outcome in release_outcomes[version, side].items()
+        if comparable(outcome) != comparable(primary[name])
+    }
+    unrecorded = {name: found for name, found in differs.items() if side not in recorded.get(name, {})}
+    assert unrecorded == {}
+    # A recorded difference that went away is stale data.
+    assert {name for name, sides in recorded.items() if side in sides} <= set(differs)
+    if side == "patched":
+        assert {
+            name: outcome.error for name, outcome in release_outcomes[version, side].items() if not outcome.ok
+        } == {}
+
+
+@pytest.mark.parametrize("version", OLDER)
+def test_status_names_the_release_and_the_guards_pass(version, sites, tmp_path):
+    result = run_python(
+        "from diffusers_patched.status import main; main(['status'])",
+        env={"PYTHONPATH": str(sites[version])},
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"upstream diffusers: {version} (matches the series base {version})"
+    assert lines[1].startswith(f"build: diffusers-patched {version}.post{POST}, for diffusers {version} ")
+    assert "guards: pass" in lines
+    for name in PROJECT.release_record(version)["skipped"]:
+        assert any(line.startswith(f"  {name}: skipped, not needed on diffusers {version}: ") for line in lines)
+    for name in sorted(p.name for p in (PROJECT.backports_dir / version).glob("*.patch")):
+        assert any(line.startswith(f"  {name}: ") and f"backported to {version}]" in line for line in lines)
+
+
+def test_wheels_pin_their_release_and_rebuild_byte_identical(dist, tmp_path):
+    assert sorted(path.name for path in dist.glob("*.whl")) == sorted(map(wheel_name, [PRIMARY, *OLDER]))
+    sums = (dist / "SHA256SUMS").read_text().splitlines()
+    assert sums == [f"{series.sha256_of(path)}  {path.name}" for path in sorted(dist.glob("*.whl"))]
+    for version in [PRIMARY, *OLDER]:
+        with zipfile.ZipFile(dist / wheel_name(version)) as wheel:
+            metadata = wheel.read(f"diffusers_patched-{version}.post{POST}.dist-info/METADATA").decode()
+            manifest = wheel.read("diffusers_patched/_vendor/__init__.py").decode()
+        assert f"\nVersion: {version}.post{POST}\n" in metadata
+        assert [line for line in metadata.splitlines() if line.startswith("Requires-Dist: diffusers")] == [
+            f"Requires-Dist: diffusers=={version}"
+        ]
+        assert f"UPSTREAM_VERSION = {version!r}\n" in manifest
+        record = PROJECT.release_record(version)
+        for path, sha256 in record["files"].items():
+            if path.endswith(".py") and path.startswith("src/"):
+                assert sha256 in manifest, path  # the guards check that release's pristine files
+    # A rebuild (here of the oldest release, the one with the most derivation) is byte-identical.
+    rebuilt = wheels.build_wheel(PROJECT, OLDER[-1], tmp_path)
+    assert rebuilt.read_bytes() == (dist / rebuilt.name).read_bytes()
+
+
+def _resolve(find_links, *requirements, options=()):
+    """pip's choice, as its installation report names it: {name: version}."""
+    report = find_links.parent / "report.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--no-index", "--find-links",
+         str(find_links), "--report", str(report), *options, *requirements],
+        # Only the find-links directory: no index or find-links from the environment.
+        capture_output=True, text=True, env={k: v for k, v in os.environ.items() if not k.startswith("PIP_")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return {
+        item["metadata"]["name"]: item["metadata"]["version"] for item in json.loads(report.read_text())["install"]
+    }
+
+
+def test_pip_picks_the_build_for_the_pinned_diffusers(dist, tmp_path):
+    """`pip install "diffusers==X" diffusers-patched` from the wheels: the rest of the stack is what is installed
+    here; find-links also holds diffusers X's own wheel and the packages X pins differently (its `stack`)."""
+    version = OLDER[1] if len(OLDER) > 1 else OLDER[0]
+    find_links = tmp_path / "find-links"
+    find_links.mkdir()
+    for path in [*dist.glob("*.whl"), *wheels.release_wheels(PROJECT, version)]:
+        shutil.copy(path, find_links)
+    chosen = _resolve(find_links, f"diffusers=={version}", "diffusers-patched")
+    assert chosen["diffusers-patched"] == f"{version}.post{POST}"
+    assert chosen["diffusers"] == version
+    # Alone, the newest build: its diffusers pin is the installed primary, so only the version choice shows; without
+    # dependencies and ignoring what is installed, it is the newest of the wheels.
+    newest = _resolve(find_links, "diffusers-patched", options=["--no-deps", "--ignore-installed"])
+    assert newest == {"diffusers-patched": f"{PRIMARY}.post{POST}"}
+
+
+# Bad input: a build installed over another release, one build installed over another.
+
+
+def test_build_over_another_supported_release_names_the_matching_build(dist, sites, tmp_path):
+    """The primary's wheel over diffusers of an older release: the guard names that release's build."""
+    version = OLDER[0]
+    site = tmp_path / "site"
+    shutil.copytree(sites[version], site, ignore=shutil.ignore_patterns("diffusers_patched*"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", str(site),
+         str(dist / wheel_name(PRIMARY))],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    result = run_python(
+        "import diffusers.pipelines.pipeline_loading_utils", env={"PYTHONPATH": str(site)}, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"installed diffusers is {version}, but this diffusers-patched ({PRIMARY}.post{POST})" in result.stderr
+    assert f"`pip install diffusers-patched=={version}.post{POST}`" in result.stderr
+
+
+def test_a_second_build_installed_over_the_first_replaces_it_cleanly(dist, tmp_path):
+    """pip's own uninstall (RECORD) of the first build: one .pth, the second build's tree only."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    first, second = OLDER[0], PRIMARY
+    for version in (first, second):
+        subprocess.run(
+            [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet", "--no-deps",
+             "--no-index", str(dist / wheel_name(version))],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    (site_packages,) = venv.glob("lib/python*/site-packages")
+    assert sorted(path.name for path in site_packages.glob("*.pth")) == ["diffusers_patched.pth"]
+    assert [path.name for path in site_packages.glob("diffusers_patched-*.dist-info")] == [
+        f"diffusers_patched-{second}.post{POST}.dist-info"
+    ]
+    with zipfile.ZipFile(dist / wheel_name(second)) as wheel:
+        shipped = {name for name in wheel.namelist() if name.startswith("diffusers_patched/")}
+    installed = {
+        str(path.relative_to(site_packages))
+        for path in (site_packages / "diffusers_patched").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert installed == shipped
+    manifest = (site_packages / "diffusers_patched" / "_vendor" / "__init__.py").read_text()
+    assert f"UPSTREAM_VERSION = {second!r}\n" in manifest

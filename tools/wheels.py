@@ -1,0 +1,136 @@
+"""`make wheels`: one wheel per supported release, `diffusers_patched-<release>.post<N>-py3-none-any.whl`.
+
+Each wheel requires exactly `diffusers==<release>` and carries that release's vendored tree (pristine + series, see
+tools/series.py), whose manifest gives the guards the release's version and file hashes. The package is copied into
+a scratch build directory with the release's tree, so the committed `diffusers_patched/_vendor` (the primary's)
+is never touched. Builds are reproducible: fixed SOURCE_DATE_EPOCH, normalized file modes, and the wheel's sorted
+entries, so a rebuild is byte-identical (checked by `dist/SHA256SUMS`).
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import series
+
+
+# 2000-01-01, like the scratch commits: wheels depend on the sources only, not on when they were built.
+SOURCE_DATE_EPOCH = "946684800"
+PACKAGE_FILES = ["pyproject.toml", "setup.py", "README.md"]
+_PIN_RE = re.compile(r'"diffusers==[^"]*"')
+
+
+def build_tree(project, version, dest, primary=None):
+    """The package sources in `dest`, with `version`'s vendored tree and its exact diffusers pin."""
+    for name in PACKAGE_FILES:
+        shutil.copyfile(project.root / name, dest / name)
+    shutil.copytree(
+        project.root / "diffusers_patched",
+        dest / "diffusers_patched",
+        ignore=shutil.ignore_patterns("_vendor", "__pycache__"),
+    )
+    pyproject = (dest / "pyproject.toml").read_text()
+    if len(_PIN_RE.findall(pyproject)) != 1:
+        raise series.SeriesError('pyproject.toml must pin diffusers exactly once ("diffusers==X.Y.Z").')
+    (dest / "pyproject.toml").write_text(_PIN_RE.sub(f'"diffusers=={version}"', pyproject))
+    vendor_dir = dest / "diffusers_patched" / "_vendor"
+    for path, content in series.release_vendor(project, version, primary).items():
+        (vendor_dir / path).parent.mkdir(parents=True, exist_ok=True)
+        (vendor_dir / path).write_bytes(content)
+    for path in dest.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def build_wheel(project, version, out_dir, primary=None):
+    """Build the wheel for supported release `version` into `out_dir`; returns its path."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "source"
+        source.mkdir()
+        build_tree(project, version, source, primary)
+        wheel_dir = Path(tmp) / "wheel"
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
+             "--wheel-dir", str(wheel_dir), str(source)],
+            env={**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise series.SeriesError(f"building the wheel for diffusers {version} failed:\n{result.stderr[-4000:]}")
+        (wheel,) = wheel_dir.glob("*.whl")
+        target = Path(out_dir) / wheel.name
+        shutil.move(wheel, target)
+    return target
+
+
+def build_wheels(project, out_dir, versions=None):
+    """Wheels for `versions` (default: every supported release) and `SHA256SUMS` over every wheel in `out_dir`."""
+    supported = project.supported_releases()
+    versions = versions or supported
+    for version in versions:
+        project.release_record(version)  # refuses an unsupported release before anything is built
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        primary = Path(tmp) / "primary"  # one checkout of the primary's series, replayed onto every release
+        series.scratch_checkout(project, primary)
+        wheels = [build_wheel(project, version, out_dir, primary) for version in versions]
+    sums = "".join(f"{series.sha256_of(path)}  {path.name}\n" for path in sorted(out_dir.glob("*.whl")))
+    (out_dir / "SHA256SUMS").write_text(sums)
+    return wheels
+
+
+def cached_wheel(requirement):
+    """The wheel of `requirement` (`name==version`), downloaded once with pip (no dependencies) into the cache."""
+    name, version = requirement.split("==")
+    wheels = series.cache_dir() / "wheels"
+    pattern = f"{re.sub(r'[-_.]+', '_', name)}-{version}-*.whl"
+    found = sorted(wheels.glob(pattern))
+    if not found:
+        wheels.mkdir(parents=True, exist_ok=True)
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+             "--dest", str(wheels), requirement],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        found = sorted(wheels.glob(pattern))
+        if result.returncode != 0 or not found:
+            raise series.SeriesError(f"could not download the wheel of {requirement}:\n{result.stderr[-2000:]}")
+    return found[0]
+
+
+def release_wheels(project, version):
+    """The wheels a release's checks install over the verified stack: diffusers itself, and the packages the release
+    pins differently (releases.json `stack`: e.g. diffusers 0.41.0 requires huggingface-hub<2.0)."""
+    stack = project.release_record(version).get("stack", [])
+    return [cached_wheel(f"{series.UPSTREAM}=={version}"), *map(cached_wheel, stack)]
+
+
+def release_site(project, version, wheel=None):
+    """A directory with diffusers `version`, its stack pins and its diffusers-patched wheel (`pip install --no-deps
+    --target`).
+
+    Placed first on PYTHONPATH, it runs that release over the one verified stack installed here: diffusers is pure
+    Python, and the installed .pth's `import diffusers_patched` finds this directory's copy first. Cached by the
+    wheels' hashes, so a changed series or stack gets a fresh directory. `wheel`: the release's wheel, if built.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        wheel = wheel or build_wheel(project, version, tmp)
+        wheels = [*release_wheels(project, version), wheel]
+        key = hashlib.sha256(" ".join(series.sha256_of(path) for path in wheels).encode()).hexdigest()
+        site = series.cache_dir() / "sites" / f"{version}-{key[:16]}"
+        if not site.exists():
+            staging = Path(tempfile.mkdtemp(dir=site.parent.mkdir(parents=True, exist_ok=True) or site.parent))
+            result = subprocess.run(
+                [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
+                 str(staging), *map(str, wheels)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if result.returncode != 0:
+                raise series.SeriesError(f"installing diffusers {version} into {staging} failed:\n{result.stderr}")
+            staging.rename(site)
+    return site
