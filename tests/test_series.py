@@ -898,29 +898,34 @@ def test_release_without_its_backport_names_patch_file_hunk_and_command_and_edit
     message = series_error(series.edit, project, BACKPORTED_RELEASE)
     assert f"make refresh RELEASE={BACKPORTED_RELEASE}" in message
     repo = project.release_work_dir(BACKPORTED_RELEASE)
-    path = hunk.group(1)
-    resolved = _resolution(REPO_ROOT, BACKPORTED_RELEASE, path, project)
-    (repo / path).write_bytes(resolved)
-    run_git(repo, "add", path)
+    resolved = _committed_backport_files(REPO_ROOT, BACKPORTED_RELEASE, BACKPORT, project)
+    for path, content in resolved.items():
+        (repo / path).write_bytes(content)
+    run_git(repo, "add", *resolved)
     names, backported = series.refresh(project, BACKPORTED_RELEASE)
-    assert backported == [BACKPORT] and names == SERIES
+    assert BACKPORT in backported and names == SERIES
     assert snapshot(project.root) == snapshot(REPO_ROOT)
 
 
-def _resolution(root, version, path, project):
-    """The file as the committed backport makes it: the committed project's replay, in a scratch checkout."""
+def _committed_backport_files(root, version, name, project):
+    """{path: bytes} of the files patch `name` touches, as the committed backport leaves them (before later patches)."""
     committed = series.Project(root)
     scratch = project.root.parent / "committed-replay"
     series.scratch_checkout(committed, scratch / "primary")
     series.release_checkout(committed, scratch / "primary", scratch / version, version)
-    return (scratch / version / path).read_bytes()
+    repo = scratch / version
+    commit = next(commit for commit in series.series_commits(repo) if series.commit_name(repo, commit) == name)
+    paths = run_git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", commit).split()
+    return {path: series.git(repo, "show", f"{commit}:{path}", binary=True).stdout for path in paths}
 
 
 def test_backport_that_no_longer_applies_names_it_and_the_command(project):
     backport = project.backport_path(BACKPORTED_RELEASE, BACKPORT)
     text = backport.read_text()
-    context = next(line for line in text.splitlines() if line.startswith(" ") and line.strip())
-    backport.write_text(text.replace(context + "\n", context + "  # changed context\n", 1))
+    # A context line of the first hunk (the diffstat above the diffs is indented too).
+    start = text.index("\n@@ ")
+    context = next(line for line in text[start:].splitlines() if line.startswith(" ") and line.strip())
+    backport.write_text(text[:start] + text[start:].replace(context + "\n", context + "  # changed context\n", 1))
     message = series_error(series.check, project)
     assert f"patches/backports/{BACKPORTED_RELEASE}/{BACKPORT} no longer applies exactly" in message
     assert f"make edit RELEASE={BACKPORTED_RELEASE}" in message
