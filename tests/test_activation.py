@@ -8,6 +8,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import textwrap
 from importlib.metadata import distribution
@@ -515,4 +516,5 @@ def test_uninstall_then_activate_serves_the_patched_modules_again(python, scratc
     assert report["activated"]
     assert report["finders"].count("VendoredModuleFinder") == 1
     assert _same(report["file"], VENDOR_DIR / VENDORED_FILE)
-    assert result.stderr == ""
+    # Importing it imports bitsandbytes, which warns on CPUs with AVX512-BF16 when its optional `kernels` is missing.
+    assert re.sub(r"(?m)^Failed to load CPU gemm_4bit_forward from kernels-community: .*\n", "", result.stderr) == ""

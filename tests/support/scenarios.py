@@ -1150,7 +1150,9 @@ def bnb_4bit_save_after_cpu_forward(workdir):
         return pipe
 
     def reload(directory):
-        return CLIPTextModel.from_pretrained(directory / "text_encoder").eval()
+        text_encoder = CLIPTextModel.from_pretrained(directory / "text_encoder").eval()
+        _bnb_cpu_repacking(text_encoder, False)
+        return text_encoder
 
     def diff(text_encoder, expected):
         return (_encode(text_encoder) - expected).abs().max().item()
