@@ -78,7 +78,11 @@ def test_release_behaves_like_the_primary_on_every_scenario(
         for name, outcome in release_outcomes[version, side].items()
         if comparable(outcome) != comparable(primary[name])
     }
-    unrecorded = {name: found for name, found in differs.items() if side not in recorded.get(name, {})}
+    unrecorded = {
+        name: {version: found, PRIMARY: comparable(primary[name])}
+        for name, found in differs.items()
+        if side not in recorded.get(name, {})
+    }
     assert unrecorded == {}
     # A recorded difference that went away is stale data.
     assert {name for name, sides in recorded.items() if side in sides} <= set(differs)

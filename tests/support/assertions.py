@@ -1,5 +1,7 @@
 """What the scenario tests assert with: the upstream errors users read, and checks on scenario outcomes."""
 
+import copy
+
 import torch
 
 
@@ -12,8 +14,10 @@ META_ITEM_ERROR = "Tensor.item() cannot be called on meta tensors"
 
 
 def result_of(outcome):
+    """A copy of what the scenario returned: the outcomes are shared by the session (test_releases compares each
+    release's with them), so a test that takes a result apart must not change them."""
     assert outcome.ok, outcome.error
-    return outcome.result
+    return copy.deepcopy(outcome.result)
 
 
 def assert_raised(outcome, error_type, message):
