@@ -256,14 +256,11 @@ def _wan_gguf_fixture(size):
 def _case_offloaded_gguf_forward(size):
     import torch
     from accelerate import cpu_offload
-    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
 
-    from tests.support.tiny_checkpoints import wan_inputs
+    from tests.support.tiny_checkpoints import load_wan_single_file, wan_inputs
 
     config, directory, checkpoint = _wan_gguf_fixture(size)
-    model = WanTransformer3DModel.from_single_file(
-        str(checkpoint), config=str(directory), quantization_config=GGUFQuantizationConfig(torch.float32)
-    )
+    model = load_wan_single_file(checkpoint, directory)
     if _patched():
         cpu_offload(model, torch.device("cpu"))
     inputs = wan_inputs(config)
@@ -284,26 +281,19 @@ def _case_offloaded_gguf_forward(size):
 
 def _case_gguf_lora_forward(size):
     import torch
-    from diffusers import FlowMatchEulerDiscreteScheduler, GGUFQuantizationConfig, WanPipeline, WanTransformer3DModel
     from peft.tuners.tuners_utils import BaseTunerLayer
 
-    from tests.support.tiny_checkpoints import wan_inputs, wan_lightx2v_lora
+    from tests.support.tiny_checkpoints import (
+        load_wan_single_file,
+        wan_inputs,
+        wan_lightx2v_lora,
+        wan_transformer_pipeline,
+    )
 
     config, directory, checkpoint = _wan_gguf_fixture(size)
     _import_before_timing()
-    transformer = WanTransformer3DModel.from_single_file(
-        str(checkpoint),
-        config=str(directory),
-        quantization_config=GGUFQuantizationConfig(compute_dtype=torch.bfloat16),
-        local_files_only=True,
-    )
-    pipe = WanPipeline(
-        tokenizer=None,
-        text_encoder=None,
-        vae=None,
-        scheduler=FlowMatchEulerDiscreteScheduler(),
-        transformer=transformer,
-    )
+    transformer = load_wan_single_file(checkpoint, directory, compute_dtype=torch.bfloat16)
+    pipe = wan_transformer_pipeline(transformer)
     pipe.load_lora_weights(wan_lightx2v_lora(config))
 
     def lora_weights_mb():

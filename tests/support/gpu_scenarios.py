@@ -386,10 +386,10 @@ def fp32_cpu_offload_device_map_then_peft(workdir):
 
 def _wan_on_cuda(workdir, fmt):
     import torch
-    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
 
     from .tiny_checkpoints import (
         build_wan,
+        load_wan_single_file,
         meta_tensors,
         wan_config,
         wan_inputs,
@@ -403,10 +403,9 @@ def _wan_on_cuda(workdir, fmt):
     path = str(workdir / f"wan22_i2v.{fmt}")
     (write_safetensors if fmt == "safetensors" else write_gguf)(wan_original_state_dict(checkpoint_model), path)
     config = write_config_dir("WanTransformer3DModel", wan_config("wan2.1-i2v"), str(workdir / "wan21_i2v"))
-    kwargs = {"quantization_config": GGUFQuantizationConfig(compute_dtype=torch.float32)} if fmt == "gguf" else {}
     with peak_gpu_memory() as peak:
         with diffusers_log_messages(logging.WARNING, "not found in the checkpoint") as warnings:
-            model = WanTransformer3DModel.from_single_file(path, config=config, local_files_only=True, **kwargs)
+            model = load_wan_single_file(path, config)
         model.to(DEVICE)
         inputs = {
             name: value.to(DEVICE) if isinstance(value, torch.Tensor) else value
@@ -461,10 +460,10 @@ def wan22_typed_as_wan21_gguf_on_cuda(workdir):
 )
 def include_buffers_on_cuda(workdir):
     import torch
-    from diffusers import WanTransformer3DModel
 
     from .tiny_checkpoints import (
         build_wan,
+        load_wan_single_file,
         meta_tensors,
         wan_config,
         wan_inputs,
@@ -479,7 +478,7 @@ def include_buffers_on_cuda(workdir):
     reference.to(DEVICE)
     with peak_gpu_memory() as peak:
         with mock.patch.dict(os.environ, {"ACCELERATE_INIT_INCLUDE_BUFFERS": "1"}):
-            model = WanTransformer3DModel.from_single_file(path, config=config, local_files_only=True)
+            model = load_wan_single_file(path, config)
         model.to(DEVICE)
         inputs = {
             name: value.to(DEVICE) if isinstance(value, torch.Tensor) else value

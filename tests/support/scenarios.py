@@ -530,11 +530,9 @@ def llama_logits(model, device="cpu"):
 
 
 def _wan22_typed_as_wan21(workdir, fmt):
-    import torch
-    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
-
     from .tiny_checkpoints import (
         build_wan,
+        load_wan_single_file,
         meta_tensors,
         wan_config,
         wan_original_state_dict,
@@ -548,9 +546,8 @@ def _wan22_typed_as_wan21(workdir, fmt):
     path = str(workdir / f"wan22_i2v.{fmt}")
     (write_safetensors if fmt == "safetensors" else write_gguf)(state_dict, path)
     config = write_config_dir("WanTransformer3DModel", wan_config("wan2.1-i2v"), str(workdir / "wan21_i2v"))
-    kwargs = {"quantization_config": GGUFQuantizationConfig(compute_dtype=torch.float32)} if fmt == "gguf" else {}
     with diffusers_log_messages(logging.WARNING, "not found in the checkpoint") as warnings:
-        model = WanTransformer3DModel.from_single_file(path, config=config, local_files_only=True, **kwargs)
+        model = load_wan_single_file(path, config)
     loaded = model.state_dict()
     missing = set(loaded) - set(checkpoint_model.state_dict())
     return {
@@ -595,10 +592,10 @@ def wan22_typed_as_wan21_gguf(workdir):
 )
 def include_buffers(workdir):
     import torch
-    from diffusers import WanTransformer3DModel
 
     from .tiny_checkpoints import (
         build_wan,
+        load_wan_single_file,
         meta_tensors,
         wan_config,
         wan_inputs,
@@ -611,7 +608,7 @@ def include_buffers(workdir):
     path = write_safetensors(wan_original_state_dict(reference), str(workdir / "wan.safetensors"))
     config = write_config_dir("WanTransformer3DModel", wan_config("t2v"), str(workdir / "cfg"))
     with mock.patch.dict(os.environ, {"ACCELERATE_INIT_INCLUDE_BUFFERS": "1"}):
-        model = WanTransformer3DModel.from_single_file(path, config=config, local_files_only=True)
+        model = load_wan_single_file(path, config)
     inputs = wan_inputs(wan_config("t2v"))
     with torch.no_grad():
         output_diff = (model(**inputs)[0] - reference(**inputs)[0]).abs().max().item()
@@ -636,12 +633,11 @@ def include_buffers(workdir):
 )
 def single_file_bad_files(workdir):
     """Not an upstream failure: shows that materializing meta tensors does not hide what is wrong with the file."""
-    import torch
-    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
 
     from .tiny_checkpoints import (
         build_wan,
         corrupt_gguf_header,
+        load_wan_single_file,
         truncate_file,
         wan_config,
         wan_original_state_dict,
@@ -653,16 +649,13 @@ def single_file_bad_files(workdir):
     state_dict = wan_original_state_dict(build_wan(wan_config("t2v")))
     config = write_config_dir("WanTransformer3DModel", wan_config("t2v"), str(workdir / "cfg"))
     broken = {
-        "safetensors": (truncate_file(write_safetensors(state_dict, str(workdir / "wan.safetensors"))), {}),
-        "gguf": (
-            corrupt_gguf_header(write_gguf(state_dict, str(workdir / "wan.gguf"))),
-            {"quantization_config": GGUFQuantizationConfig(compute_dtype=torch.float32)},
-        ),
+        "safetensors": truncate_file(write_safetensors(state_dict, str(workdir / "wan.safetensors"))),
+        "gguf": corrupt_gguf_header(write_gguf(state_dict, str(workdir / "wan.gguf"))),
     }
     errors = {}
-    for fmt, (path, kwargs) in broken.items():
+    for fmt, path in broken.items():
         try:
-            WanTransformer3DModel.from_single_file(path, config=config, local_files_only=True, **kwargs)
+            load_wan_single_file(path, config)
         except Exception as e:
             errors[fmt] = {"path": path, **error_of(e)}
         else:
@@ -720,13 +713,13 @@ def gguf_sequential_offload(workdir):
     import torch
     from accelerate import cpu_offload
     from accelerate.hooks import remove_hook_from_module
-    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
     from diffusers.quantizers.gguf.utils import GGUFParameter
     from peft import LoraConfig
     from peft.utils import get_peft_model_state_dict
 
     from .tiny_checkpoints import (
         build_wan,
+        load_wan_single_file,
         wan_config,
         wan_inputs,
         wan_original_state_dict,
@@ -737,15 +730,7 @@ def gguf_sequential_offload(workdir):
     path = write_gguf(wan_original_state_dict(build_wan(wan_config("t2v"))), str(workdir / "wan.gguf"))
     config = write_config_dir("WanTransformer3DModel", wan_config("t2v"), str(workdir / "cfg"))
 
-    def load():
-        return WanTransformer3DModel.from_single_file(
-            path,
-            config=config,
-            quantization_config=GGUFQuantizationConfig(compute_dtype=torch.float32),
-            local_files_only=True,
-        )
-
-    model, reference = load(), load()
+    model, reference = load_wan_single_file(path, config), load_wan_single_file(path, config)
     inputs = wan_inputs(wan_config("t2v"))
     with torch.no_grad():
         expected = [reference(**inputs)[0]]
@@ -787,17 +772,18 @@ def gguf_sequential_offload(workdir):
 )
 def fuse_lora_into_gguf(workdir):
     import torch
-    from diffusers import FlowMatchEulerDiscreteScheduler, GGUFQuantizationConfig, WanPipeline, WanTransformer3DModel
     from diffusers.quantizers.gguf.utils import GGUFParameter
     from peft.tuners.tuners_utils import BaseTunerLayer
 
     from .tiny_checkpoints import (
         build_wan,
+        load_wan_single_file,
         meta_tensors,
         wan_config,
         wan_inputs,
         wan_lightx2v_lora,
         wan_original_state_dict,
+        wan_transformer_pipeline,
         write_config_dir,
         write_gguf,
     )
@@ -807,23 +793,8 @@ def fuse_lora_into_gguf(workdir):
     experts = []
     for seed in (0, 1):
         path = write_gguf(wan_original_state_dict(build_wan(config, seed=seed)), str(workdir / f"expert{seed}.gguf"))
-        experts.append(
-            WanTransformer3DModel.from_single_file(
-                path,
-                config=config_dir,
-                quantization_config=GGUFQuantizationConfig(compute_dtype=torch.float32),
-                local_files_only=True,
-            )
-        )
-    pipe = WanPipeline(
-        tokenizer=None,
-        text_encoder=None,
-        vae=None,
-        scheduler=FlowMatchEulerDiscreteScheduler(),
-        transformer=experts[0],
-        transformer_2=experts[1],
-        boundary_ratio=0.875,
-    )
+        experts.append(load_wan_single_file(path, config_dir))
+    pipe = wan_transformer_pipeline(*experts)
     pipe.load_lora_weights(wan_lightx2v_lora(config, seed=1), adapter_name="lightx2v")
     pipe.load_lora_weights(wan_lightx2v_lora(config, seed=2), adapter_name="lightx2v", load_into_transformer_2=True)
 
@@ -920,11 +891,12 @@ def from_pretrained_missing_keys(workdir):
 
     from .tiny_checkpoints import build_wan, meta_tensors, wan_config, wan_inputs
 
-    build_wan(wan_config("wan2.2-i2v")).save_pretrained(workdir / "wan22")
+    checkpoint_model = build_wan(wan_config("wan2.2-i2v"))
+    checkpoint_model.save_pretrained(workdir / "wan22")
     added_layers = {"image_dim": 32, "added_kv_proj_dim": 64}
     # The reference: the saved weights, and zeros where the checkpoint has nothing.
     reference = build_wan(wan_config("wan2.1-i2v"))
-    saved = build_wan(wan_config("wan2.2-i2v")).state_dict()
+    saved = checkpoint_model.state_dict()
     missing = sorted(set(reference.state_dict()) - set(saved))
     reference.load_state_dict(saved, strict=False)
     with torch.no_grad():

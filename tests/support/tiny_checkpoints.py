@@ -99,6 +99,33 @@ _WAN_TO_ORIGINAL = [
 ]
 
 
+def load_wan_single_file(path, config_dir, compute_dtype=None, **kwargs):
+    """`WanTransformer3DModel.from_single_file` of a local file; a `.gguf` one loads quantized, computing in
+    `compute_dtype` (float32 unless given)."""
+    import torch
+    from diffusers import GGUFQuantizationConfig, WanTransformer3DModel
+
+    if str(path).endswith(".gguf"):
+        kwargs["quantization_config"] = GGUFQuantizationConfig(compute_dtype=compute_dtype or torch.float32)
+    return WanTransformer3DModel.from_single_file(str(path), config=str(config_dir), local_files_only=True, **kwargs)
+
+
+def wan_transformer_pipeline(transformer, transformer_2=None):
+    """A `WanPipeline` of its transformers only (no tokenizer, text encoder or VAE): enough to load and fuse LoRAs.
+    With `transformer_2`, a Wan2.2-style pair of experts."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, WanPipeline
+
+    experts = {"transformer_2": transformer_2, "boundary_ratio": 0.875} if transformer_2 is not None else {}
+    return WanPipeline(
+        tokenizer=None,
+        text_encoder=None,
+        vae=None,
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        transformer=transformer,
+        **experts,
+    )
+
+
 def _wan_key_to_original(key):
     if key == "scale_shift_table":
         return "head.modulation"
