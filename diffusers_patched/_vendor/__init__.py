@@ -2,7 +2,7 @@
 UPSTREAM_VERSION = '0.42.1'
 VERSION = '0.42.1.post1'
 POST = 1
-SUPPORTED_RELEASES = ['0.42.1', '0.42.0', '0.41.0', '0.40.0', '0.39.0', '0.38.0']
+SUPPORTED_RELEASES = ['0.42.1', '0.42.0', '0.41.0', '0.40.0', '0.39.0', '0.38.0', '0.37.1']
 MODULES = {'diffusers.loaders.lora_base': {'path': 'diffusers/loaders/lora_base.py',
                                  'pristine_sha256': '1bd1a67d35346e929a8ccbfe05b0d97330fb45ced60123a2be169b009a321f8b'},
  'diffusers.loaders.peft': {'path': 'diffusers/loaders/peft.py',
