@@ -1,0 +1,35 @@
+"""The upstream-style tests the series' patches carry, written out as in upstream's repository."""
+
+import re
+import shutil
+import subprocess
+
+from tools.series import pristine_repo, release_plan
+
+
+def write_carried_tests(project, version, directory):
+    """Write the tests of every patch `version` applies (its backport's where it has one) into `directory`, beside that
+    release's tests/testing_utils.py; returns {patch: [test file]}."""
+    record = project.release_record(version)
+    subprocess.run(["git", "init", "--quiet", str(directory)], check=True)
+    tests = {}
+    for name, patch, _ in release_plan(project, version, record, project.read_series()):
+        tests[name] = re.findall(r"^\+\+\+ b/(tests/\S+\.py)$", patch.read_text(), re.MULTILINE)
+        subprocess.run(["git", "-C", str(directory), "apply", "--include=tests/*", str(patch)], check=True)
+    shutil.copyfile(
+        pristine_repo(version, record["sdist_sha256"]) / "tests" / "testing_utils.py",
+        directory / "tests" / "testing_utils.py",
+    )
+    # Upstream's test directories are packages (`from ..testing_utils import ...`); the sdist leaves their
+    # `__init__.py` files out.
+    for package in [directory / "tests", *(path for path in (directory / "tests").rglob("*") if path.is_dir())]:
+        (package / "__init__.py").touch()
+    return tests
+
+
+def run_carried_tests(directory, python, patched, env=None, select=("tests",), deselect=()):
+    """pytest on the tests `write_carried_tests` wrote (`select`: node ids or prefixes, all by default, less
+    `deselect`), in a fresh interpreter, with or without the patches."""
+    args = ["-q", "-rA", "-p", "no:cacheprovider", "--continue-on-collection-errors", *select]
+    args += [f"--deselect={node_id}" for node_id in deselect]
+    return python(f"import sys, pytest; sys.exit(pytest.main({args!r}))", patched=patched, cwd=directory, env=env)
