@@ -178,7 +178,9 @@ def test_single_file_wan22_i2v_as_wan21_upstream(upstream_outcomes, fmt):
 def test_single_file_wan22_i2v_as_wan21(patched_outcomes, fmt):
     result = result_of(patched_outcomes[f"single-file-wan22-i2v-as-wan21-{fmt}"])
     assert result["meta_tensors"] == 0
-    assert result["missing_keys_zero"] == result["missing_keys"] > 0
+    assert result["missing_keys_as_constructed"] == result["missing_keys"] > 0
+    # Wan2.1-I2V's image layers: drawn at random, or constructor constants of which only norm biases are zeros.
+    assert result["missing_keys_zero"] < result["missing_keys"] // 2
     (warning,) = result["warnings"]
     assert f"{result['missing_keys']} keys" in warning
 
@@ -250,8 +252,9 @@ def test_from_pretrained_missing_keys_upstream(upstream_outcomes):
 def test_from_pretrained_missing_keys(patched_outcomes):
     result = result_of(patched_outcomes["from-pretrained-missing-keys"])
     assert result["meta_tensors"] == 0 and result["output_diff"] == 0.0
-    assert result["missing_keys_zero"] == result["missing_keys"] > 0
-    assert result["warnings"] == 1 and result["zeros_said"]
+    assert result["missing_keys_as_constructed"] == result["missing_keys"] > 0
+    assert result["missing_keys_zero"] < result["missing_keys"] // 2
+    assert result["warnings"] == 1 and result["constructor_values_said"]
     assert result["warning"].endswith(f"{result['missing_keys']} keys")
     assert result["strict_error"].endswith("because the following keys are missing")
 

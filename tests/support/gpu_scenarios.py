@@ -386,9 +386,11 @@ def fp32_cpu_offload_device_map_then_peft(workdir):
 
 def _wan_on_cuda(workdir, fmt):
     import torch
+    from diffusers import WanTransformer3DModel
 
     from .tiny_checkpoints import (
         build_wan,
+        constructor_valued,
         load_wan_single_file,
         meta_tensors,
         wan_config,
@@ -414,12 +416,14 @@ def _wan_on_cuda(workdir, fmt):
         with torch.no_grad():
             output = model(**inputs)[0]
     loaded = model.state_dict()
-    missing = set(loaded) - set(checkpoint_model.state_dict())
+    missing = sorted(set(loaded) - set(checkpoint_model.state_dict()))
     return {
         "meta_tensors": len(meta_tensors(model)),
         "devices": sorted({tensor.device.type for tensor in loaded.values()}),
         "missing_keys": len(missing),
-        "missing_keys_zero": sum(bool((loaded[name] == 0).all()) for name in missing),
+        "missing_keys_as_constructed": constructor_valued(
+            lambda: WanTransformer3DModel(**wan_config("wan2.1-i2v")), model, missing
+        ),
         "output_finite": bool(torch.isfinite(output).all()),
         "warnings": warnings,
         **peak,
@@ -427,7 +431,8 @@ def _wan_on_cuda(workdir, fmt):
 
 
 _WAN_ON_CUDA_TEXT = (
-    "{meta_tensors} meta tensors; on {devices}; {missing_keys_zero}/{missing_keys} missing keys zero; output finite "
+    "{meta_tensors} meta tensors; on {devices}; {missing_keys_as_constructed}/{missing_keys} missing keys hold their "
+    "constructor values; output finite "
     "{output_finite}; peak {peak_gpu_mib:.1f} MiB"
 )
 

@@ -530,8 +530,11 @@ def llama_logits(model, device="cpu"):
 
 
 def _wan22_typed_as_wan21(workdir, fmt):
+    from diffusers import WanTransformer3DModel
+
     from .tiny_checkpoints import (
         build_wan,
+        constructor_valued,
         load_wan_single_file,
         meta_tensors,
         wan_config,
@@ -548,19 +551,21 @@ def _wan22_typed_as_wan21(workdir, fmt):
     config = write_config_dir("WanTransformer3DModel", wan_config("wan2.1-i2v"), str(workdir / "wan21_i2v"))
     with diffusers_log_messages(logging.WARNING, "not found in the checkpoint") as warnings:
         model = load_wan_single_file(path, config)
-    loaded = model.state_dict()
-    missing = set(loaded) - set(checkpoint_model.state_dict())
+    missing = sorted(set(model.state_dict()) - set(checkpoint_model.state_dict()))
     return {
         "meta_tensors": len(meta_tensors(model)),
         "missing_keys": len(missing),
-        "missing_keys_zero": sum(bool((loaded[name] == 0).all()) for name in missing),
+        "missing_keys_as_constructed": constructor_valued(
+            lambda: WanTransformer3DModel(**wan_config("wan2.1-i2v")), model, missing
+        ),
+        "missing_keys_zero": sum(bool((model.get_parameter(name) == 0).all()) for name in missing),
         "warnings": warnings,
     }
 
 
 _WAN22_TYPED_AS_WAN21_TEXT = (
-    "{meta_tensors} meta tensors left; {missing_keys_zero}/{missing_keys} missing keys zero-initialized; "
-    "warned: {warnings}"
+    "{meta_tensors} meta tensors left; {missing_keys_as_constructed}/{missing_keys} missing keys hold their constructor "
+    "values ({missing_keys_zero} all zero); warned: {warnings}"
 )
 
 
@@ -881,27 +886,20 @@ def save_model_with_lora_injected(workdir):
     patch="from-pretrained-materializes-missing-weights.patch",
     summary="Wan folder loaded with from_pretrained and a config that adds layers (#11279): keys missing",
     text=(
-        "{meta_tensors} meta tensors left; {missing_keys_zero}/{missing_keys} missing keys zero-initialized; "
-        "output max abs diff to the reference {output_diff}; warned: {warning}; strict=True: {strict_error}"
+        "{meta_tensors} meta tensors left; {missing_keys_as_constructed}/{missing_keys} missing keys hold their "
+        "constructor values ({missing_keys_zero} all zero); output max abs diff to the checkpoint's weights plus those "
+        "values {output_diff}; warned: {warning}; strict=True: {strict_error}"
     ),
 )
 def from_pretrained_missing_keys(workdir):
     import torch
     from diffusers import WanTransformer3DModel
 
-    from .tiny_checkpoints import build_wan, meta_tensors, wan_config, wan_inputs
+    from .tiny_checkpoints import build_wan, constructor_valued, meta_tensors, wan_config, wan_inputs
 
     checkpoint_model = build_wan(wan_config("wan2.2-i2v"))
     checkpoint_model.save_pretrained(workdir / "wan22")
     added_layers = {"image_dim": 32, "added_kv_proj_dim": 64}
-    # The reference: the saved weights, and zeros where the checkpoint has nothing.
-    reference = build_wan(wan_config("wan2.1-i2v"))
-    saved = checkpoint_model.state_dict()
-    missing = sorted(set(reference.state_dict()) - set(saved))
-    reference.load_state_dict(saved, strict=False)
-    with torch.no_grad():
-        for name in missing:
-            reference.get_parameter(name).zero_()
 
     try:
         WanTransformer3DModel.from_pretrained(workdir / "wan22", strict=True, **added_layers)
@@ -911,19 +909,29 @@ def from_pretrained_missing_keys(workdir):
     with diffusers_log_messages(logging.WARNING, "were not initialized") as warnings:
         model = WanTransformer3DModel.from_pretrained(workdir / "wan22", **added_layers)
     meta_left = len(meta_tensors(model))
-    loaded = model.state_dict()
-    inputs = wan_inputs(wan_config("wan2.1-i2v"))
-    with torch.no_grad():
-        output_diff = (model(**inputs)[0] - reference(**inputs)[0]).abs().max().item()
+    saved = checkpoint_model.state_dict()
+    missing = sorted(set(model.state_dict()) - set(saved))
+    as_constructed = zeros = output_diff = None
+    if not meta_left:
+        as_constructed = constructor_valued(lambda: WanTransformer3DModel(**wan_config("wan2.1-i2v")), model, missing)
+        zeros = sum(bool((model.get_parameter(name) == 0).all()) for name in missing)
+        # The reference: the saved weights, and the loaded model's values where the checkpoint has nothing (checked
+        # above to be the constructor's): everything else must have come from the checkpoint.
+        reference = build_wan(wan_config("wan2.1-i2v"))
+        reference.load_state_dict({**model.state_dict(), **saved})
+        inputs = wan_inputs(wan_config("wan2.1-i2v"))
+        with torch.no_grad():
+            output_diff = (model(**inputs)[0] - reference(**inputs)[0]).abs().max().item()
     # Only the start of the messages: the keys come in set order, which differs from one interpreter to the next.
     return {
         "meta_tensors": meta_left,
         "missing_keys": len(missing),
-        "missing_keys_zero": sum(bool((loaded[name] == 0).all()) for name in missing),
+        "missing_keys_as_constructed": as_constructed,
+        "missing_keys_zero": zeros,
         "output_diff": output_diff,
         "warnings": len(warnings),
         "warning": warnings[0].split(" keys: ")[0] + " keys" if warnings else None,
-        "zeros_said": any("They were initialized with zeros" in warning for warning in warnings),
+        "constructor_values_said": any("hold the values the model's constructor gives them" in w for w in warnings),
         "strict_error": strict_error and strict_error.split(": \n")[0],
     }
 

@@ -506,3 +506,26 @@ def corrupt_gguf_header(path):
 
 def meta_tensors(model):
     return [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.device.type == "meta"]
+
+
+def constructor_valued(build_model, model, names):
+    """How many of the tensors `names` of `model` hold what the constructor (`build_model`) gives them: the value two
+    constructions agree on (unit norm weights, zero norm biases, constants) exactly, or for weights drawn at random, a
+    draw from the same distribution (not zero, within the constructions' range, of their spread)."""
+    import torch
+
+    torch.manual_seed(1)
+    first = build_model().state_dict()
+    torch.manual_seed(2)
+    second = build_model().state_dict()
+    loaded = model.state_dict()
+    count = 0
+    for name in names:
+        value, a, b = loaded[name].float().cpu(), first[name].float(), second[name].float()
+        if torch.equal(a, b):
+            count += torch.equal(value, a)
+            continue
+        bound = torch.maximum(a.abs().max(), b.abs().max()).item()
+        spread_ok = value.numel() < 256 or abs(value.std().item() - a.std().item()) <= 0.2 * a.std().item()
+        count += bool(value.abs().max().item() <= 1.05 * bound and value.ne(0).any() and spread_ok)
+    return count

@@ -335,7 +335,7 @@ class FromOriginalModelMixin:
                 is on a network mount or hard drive, which may not handle the seeky-ness of mmap very well.
             strict (`bool`, *optional*, defaults to `False`):
                 Whether to raise an error when the checkpoint lacks weights the model expects, instead of initializing
-                them (with zeros when `low_cpu_mem_usage=True`) and warning about them.
+                them as the model's constructor does and warning about them.
             kwargs (remaining dictionary of keyword arguments, *optional*):
                 Can be used to overwrite load and saveable variables (for example the pipeline components of the
                 specific pipeline class). The overwritten components are directly passed to the pipelines `__init__`
@@ -594,15 +594,15 @@ class FromOriginalModelMixin:
                 f"Cannot load {cls.__name__} from {checkpoint_name} because the following keys are missing: \n"
                 f" {_summarize_keys(missing_keys)}. \n Please make sure to pass the `config` (and `subfolder`) of the"
                 " model the checkpoint belongs to, or pass `strict=False` to load it with these weights"
-                " initialized with zeros."
+                " initialized as the model's constructor initializes them."
             )
 
-        zero_initialized_keys = []
+        initialized_keys = []
         if low_cpu_mem_usage:
             # Nothing may stay on the `meta` device: `dispatch_model` below would fail with "Cannot copy out of meta
-            # tensor". Missing weights are zero-initialized and non-persistent buffers (never in a checkpoint, on
-            # `meta` with `ACCELERATE_INIT_INCLUDE_BUFFERS=1`) are computed as a regular construction does.
-            zero_initialized_keys = _materialize_meta_tensors(
+            # tensor". Missing weights and non-persistent buffers (never in a checkpoint, on `meta` with
+            # `ACCELERATE_INIT_INCLUDE_BUFFERS=1`) take the values a regular construction gives them.
+            initialized_keys = _materialize_meta_tensors(
                 model,
                 lambda: cls.from_config(diffusers_model_config),
                 device_map,
@@ -611,22 +611,15 @@ class FromOriginalModelMixin:
             )
 
         reported_keys = set(missing_keys)
-        missing_keys = list(missing_keys) + [key for key in zero_initialized_keys if key not in reported_keys]
+        missing_keys = list(missing_keys) + [key for key in initialized_keys if key not in reported_keys]
         if len(missing_keys) > 0:
-            initialization = (
-                "They were initialized with zeros"
-                if low_cpu_mem_usage
-                else "They keep the random initialization of the model"
-            )
-            kept_buffers = {name for name, _ in model.named_buffers()} & reported_keys - set(zero_initialized_keys)
-            if low_cpu_mem_usage and kept_buffers:
-                initialization += " (buffers keep the value the model is constructed with)"
             logger.warning(
-                f"Some weights of {cls.__name__} were not found in the checkpoint {checkpoint_name}:"
-                f" {_summarize_keys(missing_keys)}. {initialization}: the model runs, but does not compute what the"
-                " checkpoint was trained for. This usually means that the config does not match the checkpoint: pass"
-                " the `config` (and `subfolder`) of the model the checkpoint belongs to. Otherwise the conversion of"
-                " this checkpoint misses these keys. Pass `strict=True` to raise an error instead."
+                f"Some weights of {cls.__name__} were not found in the checkpoint {checkpoint_name} and hold the values"
+                f" the model's constructor gives them: {_summarize_keys(missing_keys)}. Wherever these are trained"
+                " weights, the model does not compute what the checkpoint was trained for. This usually means that the"
+                " config does not match the checkpoint: pass the `config` (and `subfolder`) of the model the checkpoint"
+                " belongs to. Otherwise the conversion of this checkpoint misses these keys. Pass `strict=True` to raise"
+                " an error instead."
             )
 
         if hf_quantizer is not None:

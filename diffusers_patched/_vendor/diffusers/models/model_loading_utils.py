@@ -60,7 +60,7 @@ _CLASS_REMAPPING_DICT = {
 
 
 if is_accelerate_available():
-    from accelerate import infer_auto_device_map, init_empty_weights
+    from accelerate import infer_auto_device_map
     from accelerate.utils import get_balanced_memory, get_max_memory, offload_weight, set_module_tensor_to_device
 
 
@@ -351,9 +351,75 @@ def _named_meta_tensors(
     return meta_params, meta_buffers
 
 
+def _build_on_meta(
+    build_model: Callable[[], torch.nn.Module], keep: set[int]
+) -> tuple[torch.nn.Module, list[tuple[torch.nn.Module, str]]]:
+    """
+    Builds a model with `build_model`, moving each parameter and buffer to the `meta` device as it is registered, like
+    `init_empty_weights(include_buffers=True)`, except the registrations numbered in `keep`: those keep the storage and
+    the values the constructor gives them. Returns the model and its registrations `(module, name)` in order.
+    """
+    registrations = []
+    register_parameter = torch.nn.Module.register_parameter
+    register_buffer = torch.nn.Module.register_buffer
+
+    def register_parameter_on_meta(module, name, param):
+        register_parameter(module, name, param)
+        if param is not None and len(registrations) not in keep:
+            param_cls = type(module._parameters[name])
+            kwargs = {**module._parameters[name].__dict__, "requires_grad": param.requires_grad}
+            module._parameters[name] = param_cls(module._parameters[name].to("meta"), **kwargs)
+        registrations.append((module, name))
+
+    def register_buffer_on_meta(module, name, tensor, persistent=True):
+        register_buffer(module, name, tensor, persistent=persistent)
+        if tensor is not None and len(registrations) not in keep:
+            module._buffers[name] = module._buffers[name].to("meta")
+        registrations.append((module, name))
+
+    try:
+        torch.nn.Module.register_parameter = register_parameter_on_meta
+        torch.nn.Module.register_buffer = register_buffer_on_meta
+        model = build_model()
+    finally:
+        torch.nn.Module.register_parameter = register_parameter
+        torch.nn.Module.register_buffer = register_buffer
+    return model, registrations
+
+
+def _constructor_values(build_model: Callable[[], torch.nn.Module], names: list[str]) -> dict[str, torch.Tensor]:
+    """
+    Returns the values that the constructor of the model built by `build_model` gives its parameters and buffers
+    `names`: the constants a module defines, the initialization of weights drawn at random (from torch's global random
+    generator, as a regular construction draws them) and computed buffers. The rest of the model is never built: a
+    first build on `meta` finds the registrations that create these tensors (a constructor registers its tensors in
+    the same order every time), and a second build keeps only those off `meta`.
+    """
+    model, registrations = _build_on_meta(build_model, keep=set())
+    prefixes = defaultdict(list)
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        prefixes[module].append(f"{module_name}." if module_name else "")
+    names = set(names)
+    keep = {
+        index
+        for index, (module, name) in enumerate(registrations)
+        if any(prefix + name in names for prefix in prefixes.get(module, []))
+    }
+    del model, registrations, prefixes
+
+    model, _ = _build_on_meta(build_model, keep=keep)
+    values = {}
+    for name in names:
+        module_name, _, tensor_name = name.rpartition(".")
+        module = model.get_submodule(module_name)
+        value = module._parameters.get(tensor_name)
+        values[name] = module._buffers.get(tensor_name) if value is None else value.detach()
+    return values
+
+
 def _materialize_meta_tensors(
     model: torch.nn.Module,
-    build_empty_model: Callable[[], torch.nn.Module],
+    build_model: Callable[[], torch.nn.Module],
     device_map: dict[str, int | str | torch.device],
     dtype: torch.dtype | None = None,
     keep_in_fp32_modules: list[str] | None = None,
@@ -361,60 +427,42 @@ def _materialize_meta_tensors(
     """
     Gives storage to the parameters and buffers of `model` that are still on the `meta` device after a checkpoint was
     loaded into it with `load_model_dict_into_meta`, so that the model can be moved and run. Returns the names of the
-    tensors initialized with zeros.
+    parameters and persistent buffers the checkpoint lacked.
 
-    - Non-persistent buffers (rotary embedding tables and the like) are never in a checkpoint. They are on `meta` when
-      the model was built under `accelerate.init_empty_weights(include_buffers=True)`, for example with
-      `ACCELERATE_INIT_INCLUDE_BUFFERS=1`. They are recomputed by building the model again with `build_empty_model`
-      under `init_empty_weights(include_buffers=False)`, so its parameters cost nothing and its buffers hold exactly
-      what a regular construction computes.
-    - Persistent buffers missing from the checkpoint take that same constructed value, the value they keep when the
-      model is built without `include_buffers`, or zeros if it cannot be computed.
-    - Parameters missing from the checkpoint are initialized with zeros, in `dtype` if it is set (float32 for
-      `keep_in_fp32_modules`), as `load_model_dict_into_meta` would have loaded them.
+    Each tensor takes the value the model's constructor gives it (`_constructor_values`, with the model built again by
+    `build_model`): missing parameters and persistent buffers hold what a regular construction initializes them with,
+    as `low_cpu_mem_usage=False` does, and non-persistent buffers (rotary embedding tables and the like, never in a
+    checkpoint, on `meta` when the model was built with `init_empty_weights(include_buffers=True)`, for example with
+    `ACCELERATE_INIT_INCLUDE_BUFFERS=1`) are computed as in a regular construction. Floating point parameters are cast
+    to `dtype` if it is set (float32 for `keep_in_fp32_modules`), as `load_model_dict_into_meta` would have loaded them.
 
     Each tensor is placed on its device in `device_map`. Tensors that `device_map` offloads to the disk are on `meta`
-    by design and are left alone.
+    by design and are left alone. Quantized layers cannot be initialized this way: weights missing from them raise.
     """
     meta_params, meta_buffers = _named_meta_tensors(model, device_map)
     if not meta_buffers and not meta_params:
         return []
 
-    constructed_buffers = {}
-    if meta_buffers:
-        with init_empty_weights(include_buffers=False):
-            constructed_buffers = dict(build_empty_model().named_buffers())
-
-    zero_initialized = []
-    for name in meta_buffers:
-        module_name, _, buffer_name = name.rpartition(".")
-        module = model.get_submodule(module_name)
-        old_value = module._buffers[buffer_name]
-        value = constructed_buffers.get(name)
-        if value is None or value.is_meta or value.shape != old_value.shape:
-            if buffer_name in module._non_persistent_buffers_set:
-                raise ValueError(
-                    f"Cannot compute the non-persistent buffer `{name}` of {model.__class__.__name__}: it is still on the"
-                    " `meta` device after the model was built again without `init_empty_weights`."
-                )
-            value = torch.zeros(old_value.shape, dtype=old_value.dtype)
-            zero_initialized.append(name)
-        set_module_tensor_to_device(
-            model, name, _determine_param_device(name, device_map), value=value, dtype=value.dtype
+    quantized_params = [name for name in meta_params if type(model.get_parameter(name)) is not torch.nn.Parameter]
+    if quantized_params:
+        raise ValueError(
+            f"Cannot load {model.__class__.__name__} because the checkpoint lacks weights of quantized layers:"
+            f" {_summarize_keys(quantized_params)}. These layers cannot be initialized as the model's constructor"
+            " initializes them. Please make sure the checkpoint was saved from a model with the same config, or keep"
+            " these modules unquantized (`modules_to_not_convert` in the quantization config)."
         )
 
-    for name in meta_params:
-        param_dtype = model.get_parameter(name).dtype
-        if dtype is not None and param_dtype.is_floating_point:
+    values = _constructor_values(build_model, meta_params + meta_buffers)
+    for name in meta_params + meta_buffers:
+        tensor_dtype = model.get_parameter(name).dtype if name in meta_params else model.get_buffer(name).dtype
+        if name in meta_params and dtype is not None and tensor_dtype.is_floating_point:
             if keep_in_fp32_modules is not None and any(m in name.split(".") for m in keep_in_fp32_modules):
-                param_dtype = torch.float32
+                tensor_dtype = torch.float32
             else:
-                param_dtype = dtype
-        value = torch.zeros(model.get_parameter(name).shape, dtype=param_dtype)
+                tensor_dtype = dtype
         set_module_tensor_to_device(
-            model, name, _determine_param_device(name, device_map), value=value, dtype=param_dtype
+            model, name, _determine_param_device(name, device_map), value=values[name], dtype=tensor_dtype
         )
-        zero_initialized.append(name)
 
     still_on_meta = sum(_named_meta_tensors(model, device_map), [])
     if still_on_meta:
@@ -422,7 +470,12 @@ def _materialize_meta_tensors(
             f"{model.__class__.__name__} still has tensors on the `meta` device after loading: "
             f"{_summarize_keys(still_on_meta)}."
         )
-    return zero_initialized
+    non_persistent_buffers = {
+        f"{module_name}.{name}" if module_name else name
+        for module_name, module in model.named_modules()
+        for name in module._non_persistent_buffers_set
+    }
+    return meta_params + [name for name in meta_buffers if name not in non_persistent_buffers]
 
 
 def check_support_param_buffer_assignment(model_to_load, state_dict, start_prefix=""):

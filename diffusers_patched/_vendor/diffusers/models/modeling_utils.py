@@ -75,6 +75,7 @@ from ._modeling_parallel import (
 )
 from .model_loading_utils import (
     _caching_allocator_warmup,
+    _constructor_values,
     _determine_device_map,
     _expand_device_map,
     _fetch_index_file,
@@ -1060,7 +1061,7 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
                 is on a network mount or hard drive, which may not handle the seeky-ness of mmap very well.
             strict (`bool`, *optional*, defaults to `False`):
                 Whether to raise an error when the checkpoint lacks weights the model expects, instead of initializing
-                them with zeros and warning about them.
+                them as the model's constructor does and warning about them.
             use_flashpack (`bool`, *optional*, defaults to `False`):
                 If set to `True`, the model is loaded from `flashpack` weights.
             flashpack_kwargs(`dict[str, Any]`, *optional*, defaults to `{}`):
@@ -1931,8 +1932,8 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
             raise ValueError(
                 f"Cannot load {cls.__name__} from {pretrained_model_name_or_path} because the following keys are"
                 f" missing: \n {_summarize_keys(missing_keys)}. \n Please make sure the checkpoint was saved from a"
-                " model with the same config, or pass `strict=False` to load it with these weights initialized with"
-                " zeros."
+                " model with the same config, or pass `strict=False` to load it with these weights initialized as the"
+                " model's constructor initializes them."
             )
 
         mismatched_keys = []
@@ -2046,7 +2047,7 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
         if low_cpu_mem_usage:
             # The model was built on the `meta` device: what the checkpoint lacks is still there, and moving or
             # dispatching the model would fail with "Cannot copy out of meta tensor".
-            zero_initialized_keys = _materialize_meta_tensors(
+            initialized_keys = _materialize_meta_tensors(
                 model,
                 lambda: cls.from_config(model.config),
                 device_map or {"": "cpu"},
@@ -2054,11 +2055,13 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
                 keep_in_fp32_modules=keep_in_fp32_modules,
             )
         else:
-            # `no_init_weights` left the parameters the checkpoint lacks uninitialized.
-            zero_initialized_keys = [name for name, _ in model.named_parameters() if name in missing_keys]
-            with torch.no_grad():
-                for name in zero_initialized_keys:
-                    model.get_parameter(name).zero_()
+            # `no_init_weights` skipped the initialization of the parameters the checkpoint lacks.
+            initialized_keys = [name for name, _ in model.named_parameters() if name in missing_keys]
+            if initialized_keys:
+                values = _constructor_values(lambda: cls.from_config(model.config), initialized_keys)
+                with torch.no_grad():
+                    for name in initialized_keys:
+                        model.get_parameter(name).copy_(values[name])
 
         if len(error_msgs) > 0:
             error_msg = "\n\t".join(error_msgs)
@@ -2075,16 +2078,14 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
         else:
             logger.info(f"All model checkpoint weights were used when initializing {model.__class__.__name__}.\n")
 
-        uninitialized_keys = list(missing_keys) + [key for key in zero_initialized_keys if key not in missing_keys]
+        uninitialized_keys = list(missing_keys) + [key for key in initialized_keys if key not in missing_keys]
         if len(uninitialized_keys) > 0:
-            initialization = "They were initialized with zeros"
-            if set(missing_keys) - set(zero_initialized_keys):
-                initialization += " (buffers keep the value the model is constructed with)"
             logger.warning(
                 f"Some weights of {model.__class__.__name__} were not initialized from the model checkpoint at"
-                f" {pretrained_model_name_or_path}: {_summarize_keys(uninitialized_keys)}. {initialization}.\nYou should"
-                " probably TRAIN this model on a down-stream task to be able to use it for predictions and inference,"
-                " or pass `strict=True` to raise an error instead."
+                f" {pretrained_model_name_or_path} and hold the values the model's constructor gives them:"
+                f" {_summarize_keys(uninitialized_keys)}. Wherever these are trained weights, the outputs differ from"
+                " those of the trained model.\nYou should probably TRAIN this model on a down-stream task to be able to"
+                " use it for predictions and inference, or pass `strict=True` to raise an error instead."
             )
         elif len(mismatched_keys) == 0:
             logger.info(
