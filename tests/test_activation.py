@@ -269,12 +269,14 @@ def _expected_guard_message(name, entry):
             + ", ".join(_vendor.SUPPORTED_RELEASES),
         ]
     if name == "other_version":
+        from diffusers_patched import _vendor
+
         return [
-            f"installed diffusers is 0.42.0, but this diffusers-patched ({UPSTREAM_VERSION}.post1) is built for "
-            f"diffusers {UPSTREAM_VERSION}",
+            f"installed diffusers is 0.42.0, but this diffusers-patched ({UPSTREAM_VERSION}.post{_vendor.POST}) is built "
+            f"for diffusers {UPSTREAM_VERSION}",
             f"`pip install diffusers=={UPSTREAM_VERSION}`",
             # 0.42.0 is a supported release: the message names its build.
-            "the build for it, `pip install diffusers-patched==0.42.0.post1`",
+            f"the build for it, `pip install diffusers-patched==0.42.0.post{_vendor.POST}`",
         ]
     path = entry / "diffusers" / "pipelines" / "pipeline_loading_utils.py"
     found = hashlib.sha256(path.read_bytes()).hexdigest()

@@ -259,6 +259,40 @@ def test_from_pretrained_missing_keys(patched_outcomes):
     assert result["strict_error"].endswith("because the following keys are missing")
 
 
+@upstream
+def test_ltx_video_vae_without_timestep_scale_multiplier_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["ltx-video-vae-without-timestep-scale-multiplier"], "NotImplementedError", META_COPY_ERROR
+    )
+
+
+def test_ltx_video_vae_without_timestep_scale_multiplier(patched_outcomes):
+    # The constructor's 1000.0, not zeros: the video equals the complete repo's (zero-filled, it differed by 0.4).
+    result = result_of(patched_outcomes["ltx-video-vae-without-timestep-scale-multiplier"])
+    assert result == {"multiplier": 1000.0, "video_diff": 0.0}
+
+
+# single-file-block-counts-come-from-the-checkpoint: without `config`, a single file is built with its own depth.
+@upstream
+def test_single_file_flex_gguf_without_config_upstream(upstream_outcomes):
+    # Upstream's Flux converter assumes FLUX.1's width (3072); at that width the missing blocks stay on meta instead
+    # ("Cannot copy out of meta tensor", #10674).
+    assert_raised(
+        upstream_outcomes["single-file-flex-gguf-without-config"],
+        "RuntimeError",
+        "split_sizes=[3072, 3072, 3072, 12288]",
+    )
+
+
+def test_single_file_flex_gguf_without_config(patched_outcomes):
+    result = result_of(patched_outcomes["single-file-flex-gguf-without-config"])
+    assert result["blocks"] == [2, 1]
+    assert result["meta_tensors"] == 0 and result["output_diff"] == 0.0
+    assert result["gap_error"] == (
+        "the checkpoint has transformer_blocks 0-2 but not 1, where the config has `num_layers=3`."
+    )
+
+
 # fuse-lora-into-gguf-quantized-weights.
 @upstream
 def test_fuse_lora_into_gguf_upstream(upstream_outcomes):

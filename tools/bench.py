@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -233,6 +234,41 @@ def _case_from_pretrained_missing_keys(size):
     return _measure(lambda: WanTransformer3DModel.from_pretrained(directory, **added_layers))
 
 
+def _case_ltx_vae_missing_norm_and_scalar(size):
+    """The cost of filling what a checkpoint lacks with constructor values: a ~100M-parameter LTX-Video VAE whose
+    checkpoint lacks one block's norm and the decoder's timestep multiplier (patched), against the complete
+    checkpoint (upstream, where the incomplete one fails)."""
+    import torch
+    from diffusers import AutoencoderKLLTXVideo
+    from safetensors.torch import load_file, save_file
+
+    directory = fixture_dir() / f"ltx-vae-{size}"
+    if not (directory / "without-norm-and-multiplier" / "diffusion_pytorch_model.safetensors").exists():
+        channels = LTX_VAE_CHANNELS[size]
+        torch.manual_seed(0)
+        AutoencoderKLLTXVideo(
+            block_out_channels=channels,
+            decoder_block_out_channels=channels,
+            layers_per_block=(2, 2, 2, 2, 2),
+            decoder_layers_per_block=(2, 2, 2, 2, 2),
+            timestep_conditioning=True,
+            decoder_inject_noise=(False,) * 5,
+            upsample_residual=(False,) * 4,
+            upsample_factor=(1,) * 4,
+            decoder_causal=False,
+        ).save_pretrained(directory / "complete")
+        state_dict = load_file(directory / "complete" / "diffusion_pytorch_model.safetensors")
+        for name in LTX_VAE_MISSING:
+            del state_dict[name]
+        (directory / "without-norm-and-multiplier").mkdir()
+        shutil.copyfile(
+            directory / "complete" / "config.json", directory / "without-norm-and-multiplier" / "config.json"
+        )
+        save_file(state_dict, directory / "without-norm-and-multiplier" / "diffusion_pytorch_model.safetensors")
+    folder = directory / ("without-norm-and-multiplier" if _patched() else "complete")
+    return _measure(lambda: AutoencoderKLLTXVideo.from_pretrained(folder))
+
+
 def _wan_gguf_fixture(size):
     """A Q8_0 GGUF Wan transformer in the original key names, plus its config directory."""
     from tests.support.tiny_checkpoints import (
@@ -343,6 +379,15 @@ def _case_device_map_planning(size):
     return {"seconds": seconds, "note": f"{on_gpu / 1e6:.2f} MB on GPU 0"}
 
 
+# name -> LTX-Video VAE block_out_channels: "medium" has about 100M parameters.
+LTX_VAE_CHANNELS = {"medium": (72, 144, 288, 288)}
+# One block's norm and a scalar, both constants of the constructor.
+LTX_VAE_MISSING = (
+    "decoder.up_blocks.2.conv_in.norm3.weight",
+    "decoder.up_blocks.2.conv_in.norm3.bias",
+    "decoder.timestep_scale_multiplier",
+)
+
 CASES = {
     "import diffusers + pipeline class": (_case_import, [None]),
     "from_pretrained (saved pipeline)": (_case_load_pipeline, list(PIPELINE_SIZES)),
@@ -355,6 +400,10 @@ CASES = {
     "Wan from_single_file: missing keys (patched) vs matching config (upstream)": (
         _case_single_file_missing_keys,
         list(WAN_LAYERS),
+    ),
+    "LTX-Video VAE from_pretrained: a norm and a scalar missing (patched) vs nothing missing (upstream)": (
+        _case_ltx_vae_missing_norm_and_scalar,
+        list(LTX_VAE_CHANNELS),
     ),
     "Wan from_pretrained: missing keys (patched) vs matching config (upstream)": (
         _case_from_pretrained_missing_keys,

@@ -908,31 +908,125 @@ def from_pretrained_missing_keys(workdir):
         strict_error = str(e)
     with diffusers_log_messages(logging.WARNING, "were not initialized") as warnings:
         model = WanTransformer3DModel.from_pretrained(workdir / "wan22", **added_layers)
-    meta_left = len(meta_tensors(model))
+    inputs = wan_inputs(wan_config("wan2.1-i2v"))
+    with torch.no_grad():
+        output = model(**inputs)[0]
     saved = checkpoint_model.state_dict()
     missing = sorted(set(model.state_dict()) - set(saved))
-    as_constructed = zeros = output_diff = None
-    if not meta_left:
-        as_constructed = constructor_valued(lambda: WanTransformer3DModel(**wan_config("wan2.1-i2v")), model, missing)
-        zeros = sum(bool((model.get_parameter(name) == 0).all()) for name in missing)
-        # The reference: the saved weights, and the loaded model's values where the checkpoint has nothing (checked
-        # above to be the constructor's): everything else must have come from the checkpoint.
-        reference = build_wan(wan_config("wan2.1-i2v"))
-        reference.load_state_dict({**model.state_dict(), **saved})
-        inputs = wan_inputs(wan_config("wan2.1-i2v"))
-        with torch.no_grad():
-            output_diff = (model(**inputs)[0] - reference(**inputs)[0]).abs().max().item()
+    # The reference: the saved weights, and the loaded model's values where the checkpoint has nothing (checked to be
+    # the constructor's): everything else must have come from the checkpoint.
+    reference = build_wan(wan_config("wan2.1-i2v"))
+    reference.load_state_dict({**model.state_dict(), **saved})
+    with torch.no_grad():
+        output_diff = (output - reference(**inputs)[0]).abs().max().item()
     # Only the start of the messages: the keys come in set order, which differs from one interpreter to the next.
     return {
-        "meta_tensors": meta_left,
+        "meta_tensors": len(meta_tensors(model)),
         "missing_keys": len(missing),
-        "missing_keys_as_constructed": as_constructed,
-        "missing_keys_zero": zeros,
+        "missing_keys_as_constructed": constructor_valued(
+            lambda: WanTransformer3DModel(**wan_config("wan2.1-i2v")), model, missing
+        ),
+        "missing_keys_zero": sum(bool((model.get_parameter(name) == 0).all()) for name in missing),
         "output_diff": output_diff,
         "warnings": len(warnings),
         "warning": warnings[0].split(" keys: ")[0] + " keys" if warnings else None,
         "constructor_values_said": any("hold the values the model's constructor gives them" in w for w in warnings),
         "strict_error": strict_error and strict_error.split(": \n")[0],
+    }
+
+
+@scenario(
+    "ltx-video-vae-without-timestep-scale-multiplier",
+    patch="from-pretrained-materializes-missing-weights.patch",
+    summary="LTX-Video pipeline whose VAE checkpoint lacks the constant decoder.timestep_scale_multiplier (#10968)",
+    text="multiplier loaded as {multiplier}; video max abs diff to the complete repo's {video_diff}",
+)
+def ltx_video_vae_without_timestep_scale_multiplier(workdir):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from .tiny_pipelines import save_tiny_ltx_pipeline, tiny_ltx_video
+
+    complete = save_tiny_ltx_pipeline(workdir / "complete")
+    # LTX-Video 0.9.5's VAE checkpoint: timestep conditioning on, its 1000.0 multiplier not saved.
+    without_multiplier = shutil.copytree(complete, workdir / "without_multiplier")
+    path = without_multiplier / "vae" / "diffusion_pytorch_model.safetensors"
+    state_dict = load_file(path)
+    del state_dict["decoder.timestep_scale_multiplier"]
+    save_file(state_dict, path)
+
+    _, expected = tiny_ltx_video(complete)
+    pipe, video = tiny_ltx_video(without_multiplier)
+    return {
+        "multiplier": pipe.vae.decoder.timestep_scale_multiplier.item(),
+        "video_diff": (video - expected).abs().max().item(),
+    }
+
+
+@scenario(
+    "single-file-flex-gguf-without-config",
+    patch="single-file-block-counts-come-from-the-checkpoint.patch",
+    summary="Flex.1-shaped GGUF (2 double blocks; the inferred FLUX.1-dev config has 3) loaded without config= (#10674)",
+    text=(
+        "built with {blocks[0]} double / {blocks[1]} single blocks (the file's: 2 / 1); {meta_tensors} meta tensors; "
+        "output max abs diff to the load with the right config {output_diff}; a file with a gap: {gap_error}"
+    ),
+)
+def single_file_flex_gguf_without_config(workdir):
+    import torch
+    from diffusers import FluxTransformer2DModel, GGUFQuantizationConfig
+
+    from .tiny_checkpoints import (
+        FLEX_CONFIG,
+        FLUX_DEV_CONFIG,
+        build_flux,
+        flux_inputs,
+        flux_original_state_dict,
+        hub_cache_with_config,
+        meta_tensors,
+        write_config_dir,
+        write_gguf,
+    )
+
+    state_dict = flux_original_state_dict(build_flux(FLEX_CONFIG))
+    path = write_gguf(state_dict, str(workdir / "flex_q8_0.gguf"), arch="flux")
+    quantization_config = GGUFQuantizationConfig(compute_dtype=torch.float32)
+    right_config = write_config_dir("FluxTransformer2DModel", FLEX_CONFIG, str(workdir / "flex"))
+    expected_model = FluxTransformer2DModel.from_single_file(
+        path, config=right_config, quantization_config=quantization_config, local_files_only=True
+    )
+    with hub_cache_with_config(
+        str(workdir / "hub"), "black-forest-labs/FLUX.1-dev", "FluxTransformer2DModel", FLUX_DEV_CONFIG
+    ):
+        model = FluxTransformer2DModel.from_single_file(
+            path, quantization_config=quantization_config, local_files_only=True
+        )
+        # No number of blocks describes a file whose double blocks are 0 and 2.
+        gap = write_gguf(
+            {
+                k: v
+                for k, v in flux_original_state_dict(build_flux(FLUX_DEV_CONFIG)).items()
+                if not k.startswith("double_blocks.1.")
+            },
+            str(workdir / "flux_without_block_1.gguf"),
+            arch="flux",
+        )
+        try:
+            FluxTransformer2DModel.from_single_file(
+                gap, quantization_config=quantization_config, local_files_only=True
+            )
+            gap_error = None
+        except ValueError as e:
+            gap_error = str(e).split(" \n ")[0].split(": ", 1)[1]
+    inputs = flux_inputs(FLEX_CONFIG)
+    with torch.no_grad():
+        output_diff = (model(**inputs)[0] - expected_model(**inputs)[0]).abs().max().item()
+    return {
+        "blocks": [len(model.transformer_blocks), len(model.single_transformer_blocks)],
+        "meta_tensors": len(meta_tensors(model)),
+        "output_diff": output_diff,
+        "gap_error": gap_error,
     }
 
 

@@ -7,6 +7,7 @@ imported lazily, so this can be imported before it is decided whether the patche
 import json
 import os
 import struct
+from contextlib import contextmanager
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -437,6 +438,136 @@ def ltx23_transformer_inputs():
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Flux
+# --------------------------------------------------------------------------------------------------------------
+
+# A tiny FLUX.1-dev (`guidance_in` in the file, 16 input channels: inferred as flux-dev), two double blocks and one
+# single block: Flex.1-alpha's shape (8 double blocks where FLUX.1-dev has 19) scaled down.
+FLEX_CONFIG = {
+    "patch_size": 1,
+    "in_channels": 16,
+    "num_layers": 2,
+    "num_single_layers": 1,
+    "attention_head_dim": 16,
+    "num_attention_heads": 2,
+    "joint_attention_dim": 32,
+    "pooled_projection_dim": 16,
+    "guidance_embeds": True,
+    "axes_dims_rope": [4, 6, 6],
+}
+# What the hub repo inferred for it would hold: the same sizes, deeper.
+FLUX_DEV_CONFIG = {**FLEX_CONFIG, "num_layers": 3, "num_single_layers": 2}
+
+# diffusers -> BFL key fragments: the inverse of `convert_flux_transformer_checkpoint_to_diffusers` but for the fused
+# projections, which `flux_original_state_dict` concatenates.
+_FLUX_TO_ORIGINAL = [
+    ("time_text_embed.timestep_embedder.linear_1", "time_in.in_layer"),
+    ("time_text_embed.timestep_embedder.linear_2", "time_in.out_layer"),
+    ("time_text_embed.text_embedder.linear_1", "vector_in.in_layer"),
+    ("time_text_embed.text_embedder.linear_2", "vector_in.out_layer"),
+    ("time_text_embed.guidance_embedder.linear_1", "guidance_in.in_layer"),
+    ("time_text_embed.guidance_embedder.linear_2", "guidance_in.out_layer"),
+    ("context_embedder", "txt_in"),
+    ("x_embedder", "img_in"),
+    ("single_transformer_blocks.", "single_blocks."),
+    ("transformer_blocks.", "double_blocks."),
+    (".norm1.linear", ".img_mod.lin"),
+    (".norm1_context.linear", ".txt_mod.lin"),
+    (".attn.norm_q.weight", ".img_attn.norm.query_norm.scale"),
+    (".attn.norm_k.weight", ".img_attn.norm.key_norm.scale"),
+    (".attn.norm_added_q.weight", ".txt_attn.norm.query_norm.scale"),
+    (".attn.norm_added_k.weight", ".txt_attn.norm.key_norm.scale"),
+    (".attn.to_out.0", ".img_attn.proj"),
+    (".attn.to_add_out", ".txt_attn.proj"),
+    (".ff.net.0.proj", ".img_mlp.0"),
+    (".ff.net.2", ".img_mlp.2"),
+    (".ff_context.net.0.proj", ".txt_mlp.0"),
+    (".ff_context.net.2", ".txt_mlp.2"),
+    (".norm.linear", ".modulation.lin"),
+    (".proj_out", ".linear2"),
+    ("proj_out", "final_layer.linear"),
+]
+
+
+def build_flux(config, seed=0):
+    import torch
+    from diffusers import FluxTransformer2DModel
+
+    torch.manual_seed(seed)
+    return _perturb_(FluxTransformer2DModel(**config), seed).eval()
+
+
+def flux_original_state_dict(model):
+    """The BFL checkpoint layout of a diffusers FluxTransformer2DModel (fused qkv, swapped final modulation)."""
+    import torch
+
+    state_dict = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    original = {}
+    for i in range(len(model.transformer_blocks)):
+        attn = f"transformer_blocks.{i}.attn."
+        for name in ("weight", "bias"):
+            original[f"double_blocks.{i}.img_attn.qkv.{name}"] = torch.cat(
+                [state_dict.pop(f"{attn}to_{p}.{name}") for p in "qkv"]
+            )
+            original[f"double_blocks.{i}.txt_attn.qkv.{name}"] = torch.cat(
+                [state_dict.pop(f"{attn}add_{p}_proj.{name}") for p in "qkv"]
+            )
+    for i in range(len(model.single_transformer_blocks)):
+        block = f"single_transformer_blocks.{i}."
+        for name in ("weight", "bias"):
+            original[f"single_blocks.{i}.linear1.{name}"] = torch.cat(
+                [state_dict.pop(f"{block}attn.to_{p}.{name}") for p in "qkv"]
+                + [state_dict.pop(f"{block}proj_mlp.{name}")]
+            )
+    for name in ("weight", "bias"):
+        shift, scale = state_dict.pop(f"norm_out.linear.{name}").chunk(2, dim=0)
+        original[f"final_layer.adaLN_modulation.1.{name}"] = torch.cat([scale, shift], dim=0)
+    for key, value in state_dict.items():
+        if key.startswith("single_transformer_blocks."):
+            key = key.replace(".attn.norm_q.weight", ".norm.query_norm.scale")
+            key = key.replace(".attn.norm_k.weight", ".norm.key_norm.scale")
+        for old, new in _FLUX_TO_ORIGINAL:
+            key = key.replace(old, new)
+        original[key] = value
+    return {k: v.contiguous() for k, v in original.items()}
+
+
+def flux_inputs(config, seed=0):
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    return {
+        "hidden_states": torch.randn(1, 16, config["in_channels"], generator=generator),
+        "encoder_hidden_states": torch.randn(1, 4, config["joint_attention_dim"], generator=generator),
+        "pooled_projections": torch.randn(1, config["pooled_projection_dim"], generator=generator),
+        "timestep": torch.tensor([0.5]),
+        "img_ids": torch.zeros(16, 3),
+        "txt_ids": torch.zeros(4, 3),
+        "guidance": torch.tensor([3.5]),
+        "return_dict": False,
+    }
+
+
+@contextmanager
+def hub_cache_with_config(cache_dir, repo_id, class_name, config, subfolder="transformer"):
+    """A Hugging Face cache holding only `repo_id`'s `subfolder/config.json`, in use while the context is open: what
+    `from_single_file` without `config` reads (offline) for the model it infers."""
+    from huggingface_hub import constants
+
+    repo_dir = os.path.join(cache_dir, "models--" + repo_id.replace("/", "--"))
+    commit = "0" * 40
+    os.makedirs(os.path.join(repo_dir, "refs"), exist_ok=True)
+    with open(os.path.join(repo_dir, "refs", "main"), "w") as f:
+        f.write(commit)
+    write_config_dir(class_name, config, os.path.join(repo_dir, "snapshots", commit, subfolder))
+    previous = constants.HF_HUB_CACHE
+    constants.HF_HUB_CACHE = cache_dir
+    try:
+        yield
+    finally:
+        constants.HF_HUB_CACHE = previous
+
+
 # Writers
 # --------------------------------------------------------------------------------------------------------------
 

@@ -91,6 +91,81 @@ def load_tiny_sd_pipeline(path, **kwargs):
     )
 
 
+def save_tiny_ltx_pipeline(path):
+    """An LTXPipeline of tiny random components whose VAE has timestep conditioning (LTX-Video 0.9.5 and later), saved
+    without text encoder and tokenizer: it runs on `prompt_embeds`."""
+    import torch
+    from diffusers import (
+        AutoencoderKLLTXVideo,
+        FlowMatchEulerDiscreteScheduler,
+        LTXPipeline,
+        LTXVideoTransformer3DModel,
+    )
+
+    torch.manual_seed(0)
+    transformer = LTXVideoTransformer3DModel(
+        in_channels=8,
+        out_channels=8,
+        patch_size=1,
+        patch_size_t=1,
+        num_attention_heads=4,
+        attention_head_dim=8,
+        cross_attention_dim=32,
+        num_layers=1,
+        caption_channels=32,
+    )
+    vae = AutoencoderKLLTXVideo(
+        latent_channels=8,
+        block_out_channels=(8, 8, 8, 8),
+        decoder_block_out_channels=(8, 8, 8, 8),
+        layers_per_block=(1, 1, 1, 1, 1),
+        decoder_layers_per_block=(1, 1, 1, 1, 1),
+        spatio_temporal_scaling=(True, True, False, False),
+        decoder_spatio_temporal_scaling=(True, True, False, False),
+        decoder_inject_noise=(False, False, False, False, False),
+        upsample_residual=(False, False, False, False),
+        upsample_factor=(1, 1, 1, 1),
+        timestep_conditioning=True,
+        encoder_causal=True,
+        decoder_causal=False,
+    )
+    with torch.no_grad():
+        for param in vae.parameters():
+            param.add_(torch.randn_like(param) * 0.05)
+        vae.decoder.timestep_scale_multiplier.fill_(1000.0)
+    LTXPipeline(
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        vae=vae,
+        text_encoder=None,
+        tokenizer=None,
+        transformer=transformer,
+    ).save_pretrained(path)
+    return Path(path)
+
+
+def tiny_ltx_video(path):
+    """The video of the pipeline in `path`, decoded at timestep 0.05 with noise scale 0.025 as LTX-Video's docs do."""
+    import torch
+    from diffusers import LTXPipeline
+
+    pipe = LTXPipeline.from_pretrained(path, text_encoder=None, tokenizer=None)
+    pipe.to("cpu")
+    prompt_embeds = torch.randn(1, 4, 32, generator=torch.Generator().manual_seed(0))
+    return pipe, pipe(
+        prompt_embeds=prompt_embeds,
+        prompt_attention_mask=torch.ones(1, 4, dtype=torch.long),
+        guidance_scale=1.0,
+        height=32,
+        width=32,
+        num_frames=9,
+        num_inference_steps=2,
+        decode_timestep=0.05,
+        decode_noise_scale=0.025,
+        generator=torch.Generator().manual_seed(0),
+        output_type="pt",
+    ).frames
+
+
 def bnb_text_encoder_config(kind="nf4", double_quant=False, components=("text_encoder",), **extra):
     """PipelineQuantizationConfig quantizing the (transformers) text encoder: "nf4", "fp4" or "8bit".
 

@@ -32,6 +32,7 @@ from ..quantizers import DiffusersAutoQuantizer
 from ..utils import ENV_VARS_TRUE_VALUES, deprecate, is_accelerate_available, is_torch_version, logging
 from ..utils.torch_utils import empty_device_cache
 from .single_file_utils import (
+    SINGLE_FILE_BLOCK_COUNT_CONFIG_KEYS,
     SingleFileComponentError,
     convert_animatediff_checkpoint_to_diffusers,
     convert_auraflow_transformer_checkpoint_to_diffusers,
@@ -70,6 +71,7 @@ from .single_file_utils import (
     create_vae_diffusers_config_from_ldm,
     fetch_diffusers_config,
     fetch_original_config,
+    get_block_indices_from_checkpoint,
     load_single_file_checkpoint,
 )
 
@@ -275,6 +277,57 @@ def _get_mapping_function_kwargs(mapping_fn, **kwargs):
     return mapping_kwargs
 
 
+def _set_block_counts_from_checkpoint(cls, config, checkpoint, block_count_config_keys, config_name, checkpoint_name):
+    """
+    Sets the numbers of blocks of `config`, inferred for the Diffusers format `checkpoint`, to those of the checkpoint.
+    Raises if the checkpoint misses blocks below its last one: no number of blocks describes it.
+    """
+    block_indices = get_block_indices_from_checkpoint(checkpoint, block_count_config_keys)
+    # the indices of the blocks of a model are 0, 1, ..., n - 1
+    mismatched = [key for key, indices in block_indices.items() if not indices or indices[-1] >= len(indices)]
+    if mismatched:
+        held = []
+        for key in mismatched:
+            module_list, indices = block_count_config_keys[key], block_indices[key]
+            if indices:
+                missing = ", ".join(str(i) for i in range(indices[-1]) if i not in indices)
+                held.append(f"{module_list} 0-{indices[-1]} but not {missing}")
+            else:
+                held.append(f"no {module_list}")
+        expected = ", ".join(f"`{key}={config[key]}`" for key in mismatched)
+        raise ValueError(
+            f"Cannot load {cls.__name__} from {checkpoint_name} with the config of {config_name} inferred for it:"
+            f" the checkpoint has {' and '.join(held)}, where the config has {expected}. \n Please make sure to pass"
+            " the `config` (and `subfolder`) of the model the checkpoint belongs to."
+        )
+
+    block_counts = {key: len(indices) for key, indices in block_indices.items() if len(indices) != config[key]}
+    if block_counts:
+        held = " and ".join(f"{n} {block_count_config_keys[key]}" for key, n in block_counts.items())
+        expected = " and ".join(str(config[key]) for key in block_counts)
+        built = ", ".join(f"`{key}={n}`" for key, n in block_counts.items())
+        logger.info(
+            f"The checkpoint has {held} where the config of {config_name} inferred for it has {expected}:"
+            f" {cls.__name__} is built with {built}. Pass `config` (and `subfolder`) to load it with another config."
+        )
+        config.update(block_counts)
+
+
+def _modules_without_weights(model, missing_keys):
+    """
+    Returns the outermost submodules of `model` whose parameters and persistent buffers are all in `missing_keys`.
+    """
+    missing_keys = set(missing_keys)
+    modules = []
+    for name, module in model.named_modules():
+        if not name or any(name.startswith(f"{outer}.") for outer in modules):
+            continue
+        keys = [f"{name}.{key}" for key in module.state_dict(keep_vars=True)]
+        if keys and missing_keys.issuperset(keys):
+            modules.append(name)
+    return modules
+
+
 class FromOriginalModelMixin:
     """
     Load pretrained weights saved in the `.ckpt` or `.safetensors` format into a model.
@@ -432,8 +485,15 @@ class FromOriginalModelMixin:
             hf_quantizer = None
 
         mapping_functions = SINGLE_FILE_LOADABLE_CLASSES[mapping_class_name]
+        checkpoint_name = (
+            "the state dict passed"
+            if isinstance(pretrained_model_link_or_path_or_dict, dict)
+            else pretrained_model_link_or_path_or_dict
+        )
 
         checkpoint_mapping_fn = mapping_functions["checkpoint_mapping_fn"]
+        checkpoint_converted = False
+        config_inferred = original_config is None and config is None
         if original_config is not None:
             if "config_mapping_fn" in mapping_functions:
                 config_mapping_fn = mapping_functions["config_mapping_fn"]
@@ -491,6 +551,30 @@ class FromOriginalModelMixin:
             )
             expected_kwargs, optional_kwargs = cls._get_signature_keys(cls)
 
+            # The checkpoint fixes the numbers of blocks, which a config inferred for it may not have. They are known
+            # from the Diffusers names of its keys: it is converted before the model is built.
+            block_count_config_keys = SINGLE_FILE_BLOCK_COUNT_CONFIG_KEYS.get(mapping_class_name)
+            if config_inferred and block_count_config_keys is not None:
+                config_block_indices = {
+                    key: list(range(diffusers_model_config[key])) for key in block_count_config_keys
+                }
+                # a checkpoint in the Diffusers format with the blocks of the config is loaded as it is
+                if get_block_indices_from_checkpoint(checkpoint, block_count_config_keys) != config_block_indices:
+                    checkpoint = checkpoint_mapping_fn(
+                        config=diffusers_model_config,
+                        checkpoint=checkpoint,
+                        **_get_mapping_function_kwargs(checkpoint_mapping_fn, **kwargs),
+                    )
+                    checkpoint_converted = True
+                    _set_block_counts_from_checkpoint(
+                        cls,
+                        diffusers_model_config,
+                        checkpoint,
+                        block_count_config_keys,
+                        default_pretrained_model_config_name,
+                        checkpoint_name,
+                    )
+
             # Map legacy kwargs to new kwargs
             if "legacy_kwargs" in mapping_functions:
                 legacy_kwargs = mapping_functions["legacy_kwargs"]
@@ -527,7 +611,7 @@ class FromOriginalModelMixin:
 
         checkpoint_mapping_kwargs = _get_mapping_function_kwargs(checkpoint_mapping_fn, **kwargs)
 
-        if _should_convert_state_dict_to_diffusers(model_state_dict, checkpoint):
+        if not checkpoint_converted and _should_convert_state_dict_to_diffusers(model_state_dict, checkpoint):
             diffusers_format_checkpoint = checkpoint_mapping_fn(
                 config=diffusers_model_config,
                 checkpoint=checkpoint,
@@ -584,11 +668,18 @@ class FromOriginalModelMixin:
 
         if hf_quantizer is not None:
             missing_keys = hf_quantizer.update_missing_keys(model, missing_keys, prefix="")
-        checkpoint_name = (
-            "the state dict passed"
-            if isinstance(pretrained_model_link_or_path_or_dict, dict)
-            else pretrained_model_link_or_path_or_dict
-        )
+        if config_inferred and len(missing_keys) > 0:
+            # Whole modules the checkpoint has no weight of were never trained with it: the inferred config describes
+            # another model, and initializing them would only make up a model nobody trained.
+            missing_modules = _modules_without_weights(model, missing_keys)
+            if missing_modules:
+                raise ValueError(
+                    f"Cannot load {cls.__name__} from {checkpoint_name} with the config of"
+                    f" {default_pretrained_model_config_name} inferred for it: the checkpoint has no weights for"
+                    f" {', '.join(missing_modules)}. \n Please make sure to pass the `config` (and `subfolder`) of the"
+                    " model the checkpoint belongs to."
+                )
+
         if len(missing_keys) > 0 and strict:
             raise ValueError(
                 f"Cannot load {cls.__name__} from {checkpoint_name} because the following keys are missing: \n"

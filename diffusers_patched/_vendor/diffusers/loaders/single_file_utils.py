@@ -267,6 +267,25 @@ DIFFUSERS_DEFAULT_PIPELINE_PATHS = {
     "minimax-h3": {"pretrained_model_name_or_path": "MiniMaxAI/MiniMax-H3"},
 }
 
+# The `torch.nn.ModuleList`s of a model whose number of blocks a config key sets, by config key. A single file fixes
+# these numbers: `from_single_file` takes them from the checkpoint when it infers the config.
+SINGLE_FILE_BLOCK_COUNT_CONFIG_KEYS = {
+    "FluxTransformer2DModel": {"num_layers": "transformer_blocks", "num_single_layers": "single_transformer_blocks"},
+    "ChromaTransformer2DModel": {
+        "num_layers": "transformer_blocks",
+        "num_single_layers": "single_transformer_blocks",
+        "approximator_layers": "distilled_guidance_layer.layers",
+    },
+    "SD3Transformer2DModel": {"num_layers": "transformer_blocks"},
+    "LTXVideoTransformer3DModel": {"num_layers": "transformer_blocks"},
+    "HunyuanVideoTransformer3DModel": {
+        "num_layers": "transformer_blocks",
+        "num_single_layers": "single_transformer_blocks",
+        "num_refiner_layers": "context_embedder.token_refiner.refiner_blocks",
+    },
+    "WanTransformer3DModel": {"num_layers": "blocks"},
+}
+
 # Use to configure model sample size when original config is provided
 DIFFUSERS_TO_LDM_DEFAULT_IMAGE_SIZE_MAP = {
     "xl_base": 1024,
@@ -901,6 +920,19 @@ def fetch_diffusers_config(checkpoint):
     model_path = copy.deepcopy(model_path)
 
     return model_path
+
+
+def get_block_indices_from_checkpoint(checkpoint, block_count_config_keys):
+    """
+    Returns the indices of the blocks of each `torch.nn.ModuleList` of `block_count_config_keys` (config key -> name of
+    the `torch.nn.ModuleList`) that a Diffusers format `checkpoint` has, sorted, by config key.
+    """
+    block_indices = {}
+    for config_key, module_list in block_count_config_keys.items():
+        pattern = re.compile(rf"{re.escape(module_list)}\.(\d+)\.")
+        indices = {int(match.group(1)) for match in map(pattern.match, checkpoint) if match is not None}
+        block_indices[config_key] = sorted(indices)
+    return block_indices
 
 
 def set_image_size(checkpoint, image_size=None):
@@ -2340,10 +2372,11 @@ def convert_flux_transformer_checkpoint_to_diffusers(checkpoint, **kwargs):
         if "model.diffusion_model." in k:
             checkpoint[k.replace("model.diffusion_model.", "")] = checkpoint.pop(k)
 
-    num_layers = list(set(int(k.split(".", 2)[1]) for k in checkpoint if "double_blocks." in k))[-1] + 1  # noqa: C401
-    num_single_layers = list(set(int(k.split(".", 2)[1]) for k in checkpoint if "single_blocks." in k))[-1] + 1  # noqa: C401
+    # The blocks keep their indices, so that a loader can tell blocks missing from a shallower model.
+    double_block_indices = sorted({int(k.split(".", 2)[1]) for k in checkpoint if "double_blocks." in k})
+    single_block_indices = sorted({int(k.split(".", 2)[1]) for k in checkpoint if "single_blocks." in k})
     mlp_ratio = 4.0
-    inner_dim = 3072
+    inner_dim = checkpoint["img_in.weight"].shape[0]
 
     # in SD3 original implementation of AdaLayerNormContinuous, it split linear projection output into shift, scale;
     # while in diffusers it split into scale, shift. Here we swap the linear projection weights in order to be able to use diffusers implementation
@@ -2395,7 +2428,7 @@ def convert_flux_transformer_checkpoint_to_diffusers(checkpoint, **kwargs):
     converted_state_dict["x_embedder.bias"] = checkpoint.pop("img_in.bias")
 
     # double transformer blocks
-    for i in range(num_layers):
+    for i in double_block_indices:
         block_prefix = f"transformer_blocks.{i}."
         # norms.
         ## norm1
@@ -2482,7 +2515,7 @@ def convert_flux_transformer_checkpoint_to_diffusers(checkpoint, **kwargs):
         )
 
     # single transformer blocks
-    for i in range(num_single_layers):
+    for i in single_block_indices:
         block_prefix = f"single_transformer_blocks.{i}."
         # norm.linear  <- single_blocks.0.modulation.lin
         converted_state_dict[f"{block_prefix}norm.linear.weight"] = checkpoint.pop(
