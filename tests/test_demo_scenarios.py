@@ -267,7 +267,7 @@ def test_ltx_video_vae_without_timestep_scale_multiplier_upstream(upstream_outco
 
 
 def test_ltx_video_vae_without_timestep_scale_multiplier(patched_outcomes):
-    # The constructor's 1000.0, not zeros: the video equals the complete repo's (zero-filled, it differed by 0.4).
+    # The constructor's 1000.0, not zeros: the video equals the complete repo's (zero-filled, it differs by 0.67).
     result = result_of(patched_outcomes["ltx-video-vae-without-timestep-scale-multiplier"])
     assert result == {"multiplier": 1000.0, "video_diff": 0.0}
 
