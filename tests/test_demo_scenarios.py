@@ -214,7 +214,9 @@ def test_single_file_t5_text_encoder(patched_outcomes):
 # gguf-parameter-keeps-quant-type-when-rebuilt and gguf-dequantized-weights-stay-parameters.
 @upstream
 def test_gguf_sequential_offload_upstream(upstream_outcomes):
-    assert_raised(upstream_outcomes["gguf-sequential-offload"], "KeyError", "None")
+    # `GGML_QUANT_SIZES[None]`: the parameter accelerate's hooks rebuilt lost its `quant_type`, and nothing else.
+    outcome = upstream_outcomes["gguf-sequential-offload"]
+    assert outcome.error == {"type": "KeyError", "message": "None"}, outcome.error
 
 
 def test_gguf_sequential_offload(patched_outcomes):
@@ -396,7 +398,7 @@ def test_bnb_device_map_balanced_plan_upstream(upstream_outcomes):
         "none fits GPU 0": {"vae": "cpu"},
         "none fits anywhere": {"vae": "cpu"},
     }
-    assert result["weight_reads"] == 0
+    assert result["weight_reads"] == 0 and result["weight_reads_of_a_load"] > 0
 
 
 def test_bnb_device_map_balanced_plan(patched_outcomes):
@@ -412,7 +414,7 @@ def test_bnb_device_map_balanced_plan(patched_outcomes):
         "Cannot load StableDiffusionPipeline with `device_map='balanced'`: unet (4.2 MB), text_encoder (1.92 MB),"
         " vae (564.15 KB) do not fit on the accelerators, and need 6.67 MB of CPU memory together."
     )
-    assert result["weight_reads"] == 0
+    assert result["weight_reads"] == 0 and result["weight_reads_of_a_load"] > 0
 
 
 # run-bitsandbytes-components-planned-on-the-cpu-there: a bitsandbytes component planned on the CPU is loaded and runs there.

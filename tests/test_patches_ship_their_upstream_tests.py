@@ -5,7 +5,7 @@ import re
 import pytest
 from conftest import REPO_ROOT
 
-from tests.support.carried_tests import run_carried_tests, write_carried_tests
+from tests.support.carried_tests import run_carried_tests, skipped_tests, write_carried_tests
 from tools.series import Project
 
 
@@ -26,6 +26,23 @@ def test_upstream_tests_pass_with_the_patches(upstream_tests, python):
     directory, _ = upstream_tests
     result = run_carried_tests(directory, python, patched=True)
     assert result.returncode == 0, result.stdout[-5000:]
+    assert skipped_tests(result.stdout) == [], "skipped carried tests ran nothing"
+
+
+def test_a_skipped_carried_test_is_reported(tmp_path, python):
+    # The positive control of the check above: a test skipped for a missing library, as upstream's `require_*`
+    # decorators skip, is found in the report.
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_needs_a_library.py").write_text(
+        "import pytest\n\n\n"
+        "@pytest.mark.skipif(True, reason='test requires PEFT backend')\n"
+        "def test_with_the_library():\n"
+        "    pass\n"
+    )
+    result = run_carried_tests(tmp_path, python, patched=True)
+    assert result.returncode == 0, result.stdout
+    (skipped,) = skipped_tests(result.stdout)
+    assert skipped.startswith("tests/test_needs_a_library.py:") and skipped.endswith(": test requires PEFT backend")
 
 
 def test_each_patch_upstream_test_fails_without_the_patches(upstream_tests, python):

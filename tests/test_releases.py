@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from conftest import REPO_ROOT, run_python
 
-from tests.support.carried_tests import run_carried_tests, write_carried_tests
+from tests.support.carried_tests import run_carried_tests, skipped_tests, write_carried_tests
 from tests.support.scenarios import SCENARIOS, run_scenarios
 from tools import series, wheels
 
@@ -104,6 +104,7 @@ def test_carried_upstream_tests_pass_on_the_release(version, sites, tmp_path):
     env = {"PYTHONPATH": str(sites[version])}
     result = run_carried_tests(tmp_path, run_python, patched=True, env=env, deselect=recorded)
     assert result.returncode == 0, result.stdout[-5000:]
+    assert skipped_tests(result.stdout) == [], f"{version}: skipped carried tests ran nothing"
     if recorded:
         # Every recorded test still exists and still fails there: a record that no longer holds is stale data.
         result = run_carried_tests(tmp_path, run_python, patched=True, env=env, select=recorded)

@@ -29,7 +29,17 @@ def write_carried_tests(project, version, directory):
 
 def run_carried_tests(directory, python, patched, env=None, select=("tests",), deselect=()):
     """pytest on the tests `write_carried_tests` wrote (`select`: node ids or prefixes, all by default, less
-    `deselect`), in a fresh interpreter, with or without the patches."""
+    `deselect`), in a fresh interpreter, with or without the patches.
+
+    CUDA is hidden: the carried tests are about the CPU (on a GPU machine transformers and diffusers would put
+    bitsandbytes models on GPU 0 by themselves); tests/gpu has the CUDA checks."""
     args = ["-q", "-rA", "-p", "no:cacheprovider", "--continue-on-collection-errors", *select]
     args += [f"--deselect={node_id}" for node_id in deselect]
+    env = {"CUDA_VISIBLE_DEVICES": "", **(env or {})}
     return python(f"import sys, pytest; sys.exit(pytest.main({args!r}))", patched=patched, cwd=directory, env=env)
+
+
+def skipped_tests(stdout):
+    """The skips pytest reported (`-rA`), as "file:line: reason". None of the carried tests needs an accelerator, so
+    on any machine a skip means a library missing or too old (peft, gguf, bitsandbytes): a test that never ran."""
+    return re.findall(r"^SKIPPED \[\d+\] (\S+: .*)$", stdout, re.MULTILINE)

@@ -1126,7 +1126,8 @@ PLAN_BUDGETS = {
     summary='nf4 text encoder, device_map="balanced", GPU 0 budgets of 7.2 / 3 / 0.5 MB (and 5 MB of CPU): the plans',
     text=(
         "GPU 0 7.2 MB: {plans[fits only quantized]}; 3 MB: {plans[two of three fit]}; 0.5 MB: {plans[none fits GPU 0]}; "
-        "0.5 MB and CPU 5 MB: {plans[none fits anywhere]}; {weight_reads} weight files read while planning"
+        "0.5 MB and CPU 5 MB: {plans[none fits anywhere]}; {weight_reads} weight files read while planning "
+        "({weight_reads_of_a_load} while loading)"
     ),
 )
 def bnb_device_map_balanced_plan(workdir):
@@ -1139,7 +1140,10 @@ def bnb_device_map_balanced_plan(workdir):
                 plans[name] = plan_with_budget(path, gpu, cpu, quantization_config=bnb_text_encoder_config())
             except ValueError as e:
                 plans[name] = error_of(e)
-    return {"plans": plans, "weight_reads": len(reads)}
+    # The spy's positive control: loading the same pipeline reads its weight files.
+    with recording_weight_reads() as load_reads:
+        load_tiny_sd_pipeline(path)
+    return {"plans": plans, "weight_reads": len(reads), "weight_reads_of_a_load": len(load_reads)}
 
 
 @scenario(
