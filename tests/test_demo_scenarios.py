@@ -18,7 +18,7 @@ from tests.support.assertions import (
     assert_raised,
     result_of,
 )
-from tests.support.scenarios import PLAN_BUDGETS, SCENARIOS
+from tests.support.scenarios import PLAN_BUDGETS, REFUSED, RIGHT, SCENARIOS, WRONG
 from tools.series import Project
 
 
@@ -32,6 +32,32 @@ def test_every_scenario_is_tested_on_both_sides():
     for name in SCENARIOS:
         scenario = name.replace("-", "_")
         assert any(scenario.startswith(test) and f"{test}_upstream" in tests for test in tests), name
+
+
+def test_every_scenario_judges_its_result():
+    assert [name for name, scenario in SCENARIOS.items() if scenario.judge is None] == []
+
+
+def test_patched_verdicts_are_right(patched_outcomes):
+    verdicts = {name: outcome.verdict(SCENARIOS[name]) for name, outcome in patched_outcomes.items()}
+    assert {name: verdict for name, verdict in verdicts.items() if verdict[0] not in (RIGHT, REFUSED)} == {}
+
+
+@upstream
+def test_upstream_verdicts_are_not_right(upstream_outcomes):
+    verdicts = {name: outcome.verdict(SCENARIOS[name]) for name, outcome in upstream_outcomes.items()}
+    # single-file-bad-files is a guard, not a fix: both sides refuse the broken files, naming them.
+    assert {name: verdict[0] for name, verdict in verdicts.items() if verdict[0] in (RIGHT, REFUSED)} == {
+        "single-file-bad-files": REFUSED
+    }
+    # Upstream returns wrong numbers, without an error, in these.
+    assert sorted(name for name, verdict in verdicts.items() if verdict[0] == WRONG) == [
+        "bnb-4bit-save-after-cpu-forward",
+        "bnb-device-map-balanced-plan",
+        "bnb-text-encoder-with-device-map",
+        "save-model-with-lora-injected",
+        "single-file-wan22-detection",
+    ]
 
 
 def test_every_scenario_names_a_patch_of_the_series():
@@ -433,6 +459,7 @@ def test_bnb_text_encoder_planned_on_cpu(patched_outcomes):
     result = result_of(patched_outcomes["bnb-text-encoder-planned-on-cpu"])
     assert_all_zero(result.pop("diffs"), 3)
     assert result == {
+        "plan": {"text_encoder": "cpu", "unet": 0, "vae": 0},
         "hf_device_map": {"text_encoder": "cpu"},
         "weight_type": "Params4bit",
         "weight_device": "cpu",

@@ -6,6 +6,7 @@ devices, ...), or raises the error a user would see; the demo renders the dict w
 the tests assert on its values.
 """
 
+import copy
 import json
 import logging
 import os
@@ -35,6 +36,12 @@ SCENARIOS = {}
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+# A scenario's verdict on what a side computed: RIGHT (equal to an independent reference: the un-offloaded model, the
+# correctly loaded one, the constructor's values, the right plan), WRONG (it returned other numbers), REFUSED (it
+# stopped with an error that names the problem and the remedy, where that is the right outcome), FAILS (it raised).
+RIGHT, WRONG, REFUSED, FAILS = "right", "wrong", "refused", "fails"
+
+
 @dataclass
 class Scenario:
     name: str
@@ -43,6 +50,8 @@ class Scenario:
     # `str.format` template over the result dict: the demo's one-line text of a scenario that returned.
     text: str
     run: Callable
+    # result dict -> (RIGHT / WRONG / REFUSED, the figure that decides it).
+    judge: Optional[Callable] = None
 
 
 @dataclass
@@ -61,13 +70,28 @@ class Outcome:
             return scenario.text.format(**self.result)
         return f"{self.error['type']}: {self.error['message']}"
 
+    def verdict(self, scenario):
+        """(verdict, figure): FAILS with the error a user reads, else the scenario's judgement of its result."""
+        if not self.ok:
+            return FAILS, f"{self.error['type']}: {self.error['message']}"
+        return scenario.judge(self.result)
 
-def scenario(name, patch, summary, text, registry=SCENARIOS):
+
+def scenario(name, patch, summary, text, judge=None, registry=SCENARIOS):
     def register(run):
-        registry[name] = Scenario(name, patch, summary, text, run)
+        registry[name] = Scenario(name, patch, summary, text, run, judge)
         return run
 
     return register
+
+
+def exact(*diff_lists, what="max abs diff to the reference"):
+    """RIGHT when every max abs diff is 0 (the result equals its reference bit for bit), else WRONG with the worst."""
+    diffs = [diff for diffs in diff_lists for diff in diffs]
+    if diffs and all(diff == 0 for diff in diffs):
+        return RIGHT, f"{what} 0 ({len(diffs)} comparisons)"
+    worst = "nan" if any(diff != diff for diff in diffs) else max(diffs, default=None)
+    return WRONG, f"{what} {worst}"
 
 
 def error_of(exception):
@@ -167,6 +191,12 @@ def diffusers_log_messages(level, containing):
         logger.setLevel(previous_level)
 
 
+def _judge_bnb_text_encoder_with_device_map(result):
+    if result["low_cpu_mem_usage"] is False and result["weight_type"] == "Params4bit":
+        return RIGHT, f"{result['quantization_method']} text encoder loaded with low_cpu_mem_usage=False"
+    return WRONG, f"low_cpu_mem_usage={result['low_cpu_mem_usage']} under a device_map, unnoticed"
+
+
 @scenario(
     "bnb-text-encoder-with-device-map",
     patch="pipelines-detect-bitsandbytes-in-load-sub-model.patch",
@@ -175,6 +205,7 @@ def diffusers_log_messages(level, containing):
         "low_cpu_mem_usage={low_cpu_mem_usage} given to transformers for the {quantization_method} text encoder "
         "({weight_type} weights) with device_map={device_map!r}; logged: {logged}"
     ),
+    judge=_judge_bnb_text_encoder_with_device_map,
 )
 def bnb_text_encoder_with_device_map(workdir):
     from transformers import CLIPTextModel
@@ -256,11 +287,18 @@ def _make_bnb_offload_safe():
     return make_bnb_offload_safe
 
 
+def _judge_sequential_cpu_offload_on_cpu(result):
+    if result["offload_device"] != "cpu":
+        return WRONG, f"offloaded to {result['offload_device']}"
+    return exact(result["diffs"])
+
+
 @scenario(
     "sequential-cpu-offload-on-cpu",
     patch="sequential-offload-keeps-the-user-device.patch",
     summary="unquantized pipeline, enable_sequential_cpu_offload(device='cpu'), 3 text encoder passes",
     text="offload device {offload_device}; max abs diff per pass {diffs}",
+    judge=_judge_sequential_cpu_offload_on_cpu,
 )
 def sequential_cpu_offload_on_cpu(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -268,6 +306,12 @@ def sequential_cpu_offload_on_cpu(workdir):
     pipe = load_tiny_sd_pipeline(path)
     pipe.enable_sequential_cpu_offload(device="cpu")
     return {"offload_device": str(pipe._offload_device), "diffs": _diffs(pipe.text_encoder, expected)}
+
+
+def _judge_bnb_4bit_sequential_cpu_offload(result):
+    if result["statistics_on_meta"] or result["statistics_equal"] != result["statistics"]:
+        return WRONG, f"{result['statistics_on_meta']} quantization statistics on meta"
+    return exact(result["diffs"])
 
 
 @scenario(
@@ -278,6 +322,7 @@ def sequential_cpu_offload_on_cpu(workdir):
         "max abs diff per pass {diffs}; {statistics_on_meta} statistics on meta; "
         "{statistics_equal}/{statistics} state_dict statistics equal"
     ),
+    judge=_judge_bnb_4bit_sequential_cpu_offload,
 )
 def bnb_4bit_sequential_cpu_offload(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -297,6 +342,14 @@ def bnb_4bit_sequential_cpu_offload(workdir):
     }
 
 
+def _judge_bnb_4bit_cpu_offload_hooks(result):
+    kinds = result["kinds"]
+    lost = [kind for kind, k in kinds.items() if k["statistics_equal"] != k["statistics"]]
+    if lost:
+        return WRONG, f"quantization statistics changed: {', '.join(lost)}"
+    return exact(*(k["diffs"] for k in kinds.values()))
+
+
 @scenario(
     "bnb-4bit-cpu-offload-hooks",
     patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
@@ -306,6 +359,7 @@ def bnb_4bit_sequential_cpu_offload(workdir):
         "fp4-dq {kinds[fp4-dq][diffs]}; statistics equal nf4 {kinds[nf4][statistics_equal]}/"
         "{kinds[nf4][statistics]}, nf4-dq {kinds[nf4-dq][statistics_equal]}/{kinds[nf4-dq][statistics]}"
     ),
+    judge=_judge_bnb_4bit_cpu_offload_hooks,
 )
 def bnb_4bit_cpu_offload_hooks(workdir):
     """accelerate's own hooks on a plain CPU device: the meta-tensor failure itself, without sequential-offload-keeps-the-user-device's device."""
@@ -333,11 +387,16 @@ def bnb_4bit_cpu_offload_hooks(workdir):
     return {"kinds": kinds}
 
 
+def _judge_bnb_4bit_offload_twice_then_model_offload(result):
+    return exact(result["diffs"])
+
+
 @scenario(
     "bnb-4bit-offload-twice-then-model-offload",
     patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="nf4 text encoder: enable_sequential_cpu_offload twice, then enable_model_cpu_offload, passes after each",
     text="max abs diff per pass {diffs}",
+    judge=_judge_bnb_4bit_offload_twice_then_model_offload,
 )
 def bnb_4bit_offload_twice_then_model_offload(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -353,11 +412,18 @@ def bnb_4bit_offload_twice_then_model_offload(workdir):
     return {"diffs": diffs}
 
 
+def _judge_bnb_4bit_lora_while_sequentially_offloaded(result):
+    if result["offload_device"] != "cpu":
+        return WRONG, f"offloaded to {result['offload_device']}"
+    return exact(result["diffs"])
+
+
 @scenario(
     "bnb-4bit-lora-while-sequentially-offloaded",
     patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="load_lora_weights into an nf4 text encoder while sequentially offloaded on the CPU, vs. no offload",
     text="offload device {offload_device}; max abs diff per pass {diffs}",
+    judge=_judge_bnb_4bit_lora_while_sequentially_offloaded,
 )
 def bnb_4bit_lora_while_sequentially_offloaded(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -372,11 +438,18 @@ def bnb_4bit_lora_while_sequentially_offloaded(workdir):
     return {"offload_device": str(pipe._offload_device), "diffs": _diffs(pipe.text_encoder, expected)}
 
 
+def _judge_lora_into_bnb_text_encoder(result):
+    if result["adapters"] and result["is_quantized"]:
+        return RIGHT, f"adapters {result['adapters']} on the quantized text encoder"
+    return WRONG, f"adapters {result['adapters']}, quantized: {result['is_quantized']}"
+
+
 @scenario(
     "lora-into-bnb-text-encoder",
     patch="lora-keep-quantized-text-encoder-dtype.patch",
     summary="load_lora_weights into an fp4 text encoder (no offloading)",
     text="adapters {adapters} on a quantized text encoder: {is_quantized}",
+    judge=_judge_lora_into_bnb_text_encoder,
 )
 def lora_into_bnb_text_encoder(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -385,11 +458,16 @@ def lora_into_bnb_text_encoder(workdir):
     return {"adapters": sorted(pipe.text_encoder.peft_config), "is_quantized": pipe.text_encoder.is_quantized}
 
 
+def _judge_bnb_8bit_sequential_offload_and_lora(result):
+    return exact(result["diffs"], result["diffs_with_lora"])
+
+
 @scenario(
     "bnb-8bit-sequential-offload-and-lora",
     patch="sequential-offload-keeps-the-user-device.patch",
     summary="8-bit text encoder under enable_sequential_cpu_offload(device='cpu'), then load_lora_weights, vs. no offload",
     text="max abs diff per pass {diffs}; with the LoRA loaded while offloaded {diffs_with_lora}",
+    judge=_judge_bnb_8bit_sequential_offload_and_lora,
 )
 def bnb_8bit_sequential_offload_and_lora(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -401,6 +479,13 @@ def bnb_8bit_sequential_offload_and_lora(workdir):
     pipe.load_lora_weights(_text_encoder_lora(pipe.text_encoder))
     reference.load_lora_weights(_text_encoder_lora(reference.text_encoder))
     return {"diffs": diffs, "diffs_with_lora": _diffs(pipe.text_encoder, _encode(reference.text_encoder))}
+
+
+def _judge_save_offloaded_pipeline(result):
+    for kind, k in result["kinds"].items():
+        if k["text_encoder_equal"] != k["text_encoder_tensors"] or k["unet_equal"] != k["unet_tensors"]:
+            return WRONG, f"{kind}: saved tensors differ from the model's"
+    return exact(*(k["saved_diffs"] + k["offloaded_diffs"] for k in result["kinds"].values()))
 
 
 @scenario(
@@ -415,6 +500,7 @@ def bnb_8bit_sequential_offload_and_lora(workdir):
         "{kinds[nf4-dq][unet_equal]}/{kinds[nf4-dq][unet_tensors]} unet tensors equal, max abs diff "
         "{kinds[nf4-dq][saved_diffs]}, left offloaded on {kinds[nf4-dq][offloaded_device]}"
     ),
+    judge=_judge_save_offloaded_pipeline,
 )
 def save_offloaded_pipeline(workdir):
     import torch
@@ -452,11 +538,16 @@ def save_offloaded_pipeline(workdir):
     return {"kinds": kinds}
 
 
+def _judge_bnb_4bit_dispatch_cpu_disk_then_peft(result):
+    return exact(result["diffs"])
+
+
 @scenario(
     "bnb-4bit-dispatch-cpu-disk-then-peft",
     patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="transformers 4-bit double-quant model, dispatch_model with cpu + disk, PeftModel.from_pretrained",
     text="make_bnb_offload_safe covered {covered} weights; max abs diff to the un-offloaded adapter model {diffs}",
+    judge=_judge_bnb_4bit_dispatch_cpu_disk_then_peft,
 )
 def bnb_4bit_dispatch_cpu_disk_then_peft(workdir):
     from accelerate import dispatch_model
@@ -569,11 +660,23 @@ _WAN22_TYPED_AS_WAN21_TEXT = (
 )
 
 
+def _judge_missing_keys_as_constructed(result):
+    if result["meta_tensors"]:
+        return WRONG, f"{result['meta_tensors']} tensors left on meta"
+    if result["missing_keys_as_constructed"] != result["missing_keys"]:
+        return WRONG, (
+            f"{result['missing_keys'] - result['missing_keys_as_constructed']}/{result['missing_keys']} missing keys "
+            "hold values the model's constructor does not give"
+        )
+    return RIGHT, f"{result['missing_keys']}/{result['missing_keys']} missing keys hold their constructor values"
+
+
 @scenario(
     "single-file-wan22-i2v-as-wan21-safetensors",
     patch="materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="Wan2.2-I2V-like single file (safetensors) loaded with a Wan2.1-I2V config: keys missing",
     text=_WAN22_TYPED_AS_WAN21_TEXT,
+    judge=_judge_missing_keys_as_constructed,
 )
 def wan22_typed_as_wan21_safetensors(workdir):
     return _wan22_typed_as_wan21(workdir, "safetensors")
@@ -584,9 +687,16 @@ def wan22_typed_as_wan21_safetensors(workdir):
     patch="materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="Wan2.2-I2V-like single file (GGUF Q8_0) loaded with a Wan2.1-I2V config: keys missing",
     text=_WAN22_TYPED_AS_WAN21_TEXT,
+    judge=_judge_missing_keys_as_constructed,
 )
 def wan22_typed_as_wan21_gguf(workdir):
     return _wan22_typed_as_wan21(workdir, "gguf")
+
+
+def _judge_single_file_include_buffers(result):
+    if result["meta_tensors"] or not result["rope_equal"]:
+        return WRONG, f"{result['meta_tensors']} tensors on meta, RoPE equal: {result['rope_equal']}"
+    return exact([result["output_diff"]])
 
 
 @scenario(
@@ -594,6 +704,7 @@ def wan22_typed_as_wan21_gguf(workdir):
     patch="materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="single-file Wan with ACCELERATE_INIT_INCLUDE_BUFFERS=1: RoPE buffers created on meta",
     text="{meta_tensors} meta tensors left; RoPE equal: {rope_equal}; output max abs diff {output_diff}",
+    judge=_judge_single_file_include_buffers,
 )
 def include_buffers(workdir):
     import torch
@@ -627,6 +738,13 @@ def include_buffers(workdir):
     }
 
 
+def _judge_single_file_bad_files(result):
+    errors = result["errors"].values()
+    if all(e["type"] is not None and e["path"] in e["message"] and "meta" not in e["message"] for e in errors):
+        return REFUSED, "both broken files refused, the error naming the file"
+    return WRONG, "a broken file loaded, or its error does not name it"
+
+
 @scenario(
     "single-file-bad-files",
     patch="materialize-tensors-left-on-meta-in-from-single-file.patch",
@@ -635,6 +753,7 @@ def include_buffers(workdir):
         "safetensors: {errors[safetensors][type]}: {errors[safetensors][message]}; "
         "gguf: {errors[gguf][type]}: {errors[gguf][message]}"
     ),
+    judge=_judge_single_file_bad_files,
 )
 def single_file_bad_files(workdir):
     """Not an upstream failure: shows that materializing meta tensors does not hide what is wrong with the file."""
@@ -668,11 +787,18 @@ def single_file_bad_files(workdir):
     return {"errors": errors}
 
 
+def _judge_single_file_t5_text_encoder(result):
+    if result["meta_tensors"] or not result["tied"]:
+        return WRONG, f"{result['meta_tensors']} tensors on meta, embeddings tied: {result['tied']}"
+    return exact(result["diffs"])
+
+
 @scenario(
     "single-file-t5-text-encoder",
     patch="single-file-t5-ties-input-embeddings.patch",
     summary="T5 text encoder of an SD3-style single file (shared.weight only), as from_single_file builds it",
     text="{meta_tensors} meta tensors left; embeddings tied: {tied}; max abs diff to from_pretrained per pass {diffs}",
+    judge=_judge_single_file_t5_text_encoder,
 )
 def single_file_t5_text_encoder(workdir):
     import torch
@@ -705,6 +831,12 @@ def single_file_t5_text_encoder(workdir):
     }
 
 
+def _judge_gguf_sequential_offload(result):
+    if not result["quantized"]:
+        return WRONG, "weights no longer GGUF-quantized"
+    return exact(result["diffs"])
+
+
 @scenario(
     "gguf-sequential-offload",
     patch="gguf-dequantized-weights-stay-parameters.patch",
@@ -713,6 +845,7 @@ def single_file_t5_text_encoder(workdir):
         "max abs diff to the un-offloaded model per pass {diffs} (passes 4-6 with a LoRA loaded while offloaded); "
         "weights still GGUF-quantized: {quantized}; save_pretrained: {save_error}"
     ),
+    judge=_judge_gguf_sequential_offload,
 )
 def gguf_sequential_offload(workdir):
     import torch
@@ -765,6 +898,14 @@ def gguf_sequential_offload(workdir):
     }
 
 
+def _judge_fuse_lora_into_gguf(result):
+    # Fusing adds the LoRA delta to the dequantized weight: equal to the unfused LoRA up to float32 rounding.
+    worst = max(result["fused_diffs"])
+    if worst <= 1e-5 and result["restored"] == result["quantized_weights"] and not result["meta_tensors"]:
+        return RIGHT, f"fused equals unfused within {worst:.1e}; unfuse_lora restores every GGUF weight"
+    return WRONG, f"fused vs unfused max abs diff {worst}, {result['restored']}/{result['quantized_weights']} restored"
+
+
 @scenario(
     "fuse-lora-into-gguf",
     patch="fuse-lora-into-gguf-quantized-weights.patch",
@@ -774,6 +915,7 @@ def gguf_sequential_offload(workdir):
         "bytes (plus the {quantized_bytes} quantized bytes kept for unfuse_lora); unfuse_lora put back "
         "{restored}/{quantized_weights} GGUF weights bit for bit; {meta_tensors} meta tensors"
     ),
+    judge=_judge_fuse_lora_into_gguf,
 )
 def fuse_lora_into_gguf(workdir):
     import torch
@@ -846,11 +988,20 @@ def fuse_lora_into_gguf(workdir):
     }
 
 
+def _judge_save_model_with_lora_injected(result):
+    if result["refused"]:
+        return REFUSED, result["refused"].split(":")[0]
+    return WRONG, (
+        f"saved; reloaded with {result['meta_tensors']} tensors on meta, output max abs diff {result['output_diff']}"
+    )
+
+
 @scenario(
     "save-model-with-lora-injected",
     patch="refuse-to-save-a-model-with-lora-adapters-injected.patch",
     summary="UNet with a LoRA fused then unfused (adapters still injected): save_pretrained, from_pretrained",
     text="refused: {refused} / saved, reloaded with {meta_tensors} tensors on meta, output max abs diff {output_diff}",
+    judge=_judge_save_model_with_lora_injected,
 )
 def save_model_with_lora_injected(workdir):
     import torch
@@ -881,6 +1032,13 @@ def save_model_with_lora_injected(workdir):
     return {"refused": None, "meta_tensors": len(meta_tensors(loaded)), "output_diff": output_diff}
 
 
+def _judge_from_pretrained_missing_keys(result):
+    verdict = _judge_missing_keys_as_constructed(result)
+    if verdict[0] == RIGHT and result["output_diff"] != 0.0:
+        return WRONG, f"loaded weights differ from the checkpoint's: output max abs diff {result['output_diff']}"
+    return verdict
+
+
 @scenario(
     "from-pretrained-missing-keys",
     patch="from-pretrained-materializes-missing-weights.patch",
@@ -890,6 +1048,7 @@ def save_model_with_lora_injected(workdir):
         "constructor values ({missing_keys_zero} all zero); output max abs diff to the checkpoint's weights plus those "
         "values {output_diff}; warned: {warning}; strict=True: {strict_error}"
     ),
+    judge=_judge_from_pretrained_missing_keys,
 )
 def from_pretrained_missing_keys(workdir):
     import torch
@@ -935,11 +1094,18 @@ def from_pretrained_missing_keys(workdir):
     }
 
 
+def _judge_ltx_video_vae_without_timestep_scale_multiplier(result):
+    if result["multiplier"] != 1000.0:
+        return WRONG, f"multiplier {result['multiplier']} where the constructor gives 1000.0"
+    return exact([result["video_diff"]], what="video max abs diff to the complete repo's")
+
+
 @scenario(
     "ltx-video-vae-without-timestep-scale-multiplier",
     patch="from-pretrained-materializes-missing-weights.patch",
     summary="LTX-Video pipeline whose VAE checkpoint lacks the constant decoder.timestep_scale_multiplier (#10968)",
     text="multiplier loaded as {multiplier}; video max abs diff to the complete repo's {video_diff}",
+    judge=_judge_ltx_video_vae_without_timestep_scale_multiplier,
 )
 def ltx_video_vae_without_timestep_scale_multiplier(workdir):
     import shutil
@@ -964,6 +1130,12 @@ def ltx_video_vae_without_timestep_scale_multiplier(workdir):
     }
 
 
+def _judge_single_file_flex_gguf_without_config(result):
+    if result["blocks"] != [2, 1] or result["meta_tensors"] or result["gap_error"] is None:
+        return WRONG, f"built with {result['blocks']} blocks, {result['meta_tensors']} on meta"
+    return exact([result["output_diff"]], what="the file's 2 / 1 blocks; max abs diff to the right config's")
+
+
 @scenario(
     "single-file-flex-gguf-without-config",
     patch="single-file-block-counts-come-from-the-checkpoint.patch",
@@ -972,6 +1144,7 @@ def ltx_video_vae_without_timestep_scale_multiplier(workdir):
         "built with {blocks[0]} double / {blocks[1]} single blocks (the file's: 2 / 1); {meta_tensors} meta tensors; "
         "output max abs diff to the load with the right config {output_diff}; a file with a gap: {gap_error}"
     ),
+    judge=_judge_single_file_flex_gguf_without_config,
 )
 def single_file_flex_gguf_without_config(workdir):
     import torch
@@ -1030,11 +1203,20 @@ def single_file_flex_gguf_without_config(workdir):
     }
 
 
+def _judge_single_file_wan22_detection(result):
+    picked = result["picked"]
+    wrong = {name: picked[name] for name in ("wan2.2-i2v-A14B", "wan2.2-ti2v-5B") if "Wan2.2" not in str(picked[name])}
+    if wrong:
+        return WRONG, f"typed as {', '.join(sorted(set(wrong.values())))}"
+    return RIGHT, "Wan2.2-I2V-A14B and TI2V-5B get their own configs"
+
+
 @scenario(
     "single-file-wan22-detection",
     patch="tell-wan2-2-single-file-checkpoints-apart-from-wan2-1.patch",
     summary="config picked for Wan2.1 / Wan2.2 single files and variants it cannot tell (shapes only)",
     text="Wan2.2-I2V-A14B -> {picked[wan2.2-i2v-A14B]}, Wan2.2-TI2V-5B -> {picked[wan2.2-ti2v-5B]}",
+    judge=_judge_single_file_wan22_detection,
 )
 def wan22_detection(workdir):
     from diffusers.loaders.single_file_utils import fetch_diffusers_config
@@ -1050,14 +1232,25 @@ def wan22_detection(workdir):
     return {"picked": picked}
 
 
+def _judge_ltx2_3_single_file(result):
+    unequal = [name for name, equal in result["equal"].items() if len(set(equal.split("/"))) != 1]
+    if result["meta_tensors"] or unequal or not result["from_single_file"]["audio_vae"]:
+        return WRONG, f"{result['meta_tensors']} on meta; differ from the folder's: {unequal}"
+    worst = max(result["transformer_diff"], result["vae_diff"])
+    if worst > 1e-5:
+        return WRONG, f"forward max abs diff {worst}"
+    return RIGHT, f"transformer, video and audio VAE from the file; forward max abs diff {worst}"
+
+
 @scenario(
     "ltx2-3-single-file",
     patch="ltx2-single-file-map-ltx-2-3-keys.patch",
     summary="LTX2Pipeline.from_single_file of a combined LTX-2.3 checkpoint (original key names), vs. a diffusers folder",
     text=(
-        "{meta_tensors} meta tensors left; tensors equal to the diffusers folder's: {equal}; forward max abs diff "
-        "transformer {transformer_diff}, vae {vae_diff}; loaded from the single file: {from_single_file}"
+        "{meta_tensors} meta tensors left; tensors equal to the file's (connectors, vocoder: the folder's, whose other "
+        "weights differ from the file's): {equal}; forward max abs diff transformer {transformer_diff}, vae {vae_diff}; loaded from the single file: {from_single_file}"
     ),
+    judge=_judge_ltx2_3_single_file,
 )
 def ltx2_3_single_file(workdir):
     """Also shows ltx2-single-file-converters-take-only-their-own-weights (the VAE still finds its weights) and
@@ -1077,14 +1270,21 @@ def ltx2_3_single_file(workdir):
     reference = save_ltx23_pipeline(folder)
     checkpoint = ltx2_original_checkpoint(reference["transformer"], reference["vae"], reference["audio_vae"])
     path = write_safetensors(checkpoint, str(workdir / "ltx-2.3.safetensors"))
+    # The folder passed as `config` holds other weights for the components the file has: one taken from the folder
+    # instead of the file cannot compare equal to the file's.
+    for name in ("transformer", "vae", "audio_vae"):
+        other = copy.deepcopy(reference[name])
+        with torch.no_grad():
+            for param in other.parameters():
+                param.add_(0.01)
+        other.save_pretrained(folder / name)
     pipe = LTX2Pipeline.from_single_file(
         path, config=str(folder), local_files_only=True, text_encoder=None, tokenizer=None
     )
-    expected = LTX2Pipeline.from_pretrained(folder, local_files_only=True, text_encoder=None, tokenizer=None)
     equal, from_single_file, meta = {}, {}, 0
     for name in reference:
-        model, model_expected = getattr(pipe, name), getattr(expected, name)
-        state_dict, expected_state_dict = model.state_dict(), model_expected.state_dict()
+        model = getattr(pipe, name)
+        state_dict, expected_state_dict = model.state_dict(), reference[name].state_dict()
         same = sum(
             key in state_dict and state_dict[key].device.type != "meta" and torch.equal(state_dict[key], tensor)
             for key, tensor in expected_state_dict.items()
@@ -1096,9 +1296,10 @@ def ltx2_3_single_file(workdir):
     sample = torch.randn(1, 3, 9, 16, 16, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         transformer_diff = (
-            pipe.transformer(**ltx23_transformer_inputs())[0] - expected.transformer(**ltx23_transformer_inputs())[0]
+            pipe.transformer(**ltx23_transformer_inputs())[0]
+            - reference["transformer"](**ltx23_transformer_inputs())[0]
         )
-        vae_diff = pipe.vae(sample, return_dict=False)[0] - expected.vae(sample, return_dict=False)[0]
+        vae_diff = pipe.vae(sample, return_dict=False)[0] - reference["vae"](sample, return_dict=False)[0]
     return {
         "meta_tensors": meta,
         "equal": equal,
@@ -1111,6 +1312,8 @@ def ltx2_3_single_file(workdir):
 # A text encoder wide enough that its Linear weights dominate: 7.42 MB in float32, 2.02 MB in nf4.
 DEVICE_MAP_TEXT_ENCODER = {"hidden_size": 256, "intermediate_size": 1024}
 GPU_BUDGET_FITS_ONLY_QUANTIZED = 7_200_000
+# unet (4.2 MB) and vae fit, the nf4 text encoder (1.92 MB) no longer does.
+GPU_BUDGET_TEXT_ENCODER_ON_CPU = 5_000_000
 # name -> (GPU 0 budget, CPU budget) of the device_map="balanced" plans the scenario computes
 PLAN_BUDGETS = {
     "fits only quantized": (GPU_BUDGET_FITS_ONLY_QUANTIZED, "1GB"),
@@ -1118,6 +1321,21 @@ PLAN_BUDGETS = {
     "none fits GPU 0": (500_000, "1GB"),
     "none fits anywhere": (500_000, 5_000_000),
 }
+
+
+def _judge_bnb_device_map_balanced_plan(result):
+    # The right plans: the 4-bit text encoder fits where its unquantized size would not, every component that does not
+    # fit an accelerator is planned on the CPU, and a plan that fits nowhere is refused before loading.
+    plans = result["plans"]
+    if result["weight_reads"] or not result["weight_reads_of_a_load"]:
+        return WRONG, f"{result['weight_reads']} weight files read while planning"
+    if plans["fits only quantized"].get("text_encoder") != 0:
+        return WRONG, f"the nf4 text encoder planned on {plans['fits only quantized'].get('text_encoder')!r}"
+    if len(plans["none fits GPU 0"]) != 3:
+        return WRONG, f"planned: {plans['none fits GPU 0']} of three components"
+    if not isinstance(plans["none fits anywhere"], dict) or plans["none fits anywhere"].get("type") != "ValueError":
+        return WRONG, "a plan that fits nowhere is not refused"
+    return RIGHT, "nf4 text encoder on GPU 0 at its loaded size; every component planned; no fit: refused"
 
 
 @scenario(
@@ -1129,6 +1347,7 @@ PLAN_BUDGETS = {
         "0.5 MB and CPU 5 MB: {plans[none fits anywhere]}; {weight_reads} weight files read while planning "
         "({weight_reads_of_a_load} while loading)"
     ),
+    judge=_judge_bnb_device_map_balanced_plan,
 )
 def bnb_device_map_balanced_plan(workdir):
     """Also shows plan-components-that-fit-no-accelerator-on-the-cpu and raise-when-pipeline-components-fit-nowhere."""
@@ -1146,23 +1365,36 @@ def bnb_device_map_balanced_plan(workdir):
     return {"plans": plans, "weight_reads": len(reads), "weight_reads_of_a_load": len(load_reads)}
 
 
+def _judge_bnb_text_encoder_planned_on_cpu(result):
+    if (result["weight_device"], result["absmax_device"]) != ("cpu", "cpu"):
+        return WRONG, f"weights on {result['weight_device']}, absmax on {result['absmax_device']}"
+    return exact(result["diffs"])
+
+
 @scenario(
     "bnb-text-encoder-planned-on-cpu",
     patch="run-bitsandbytes-components-planned-on-the-cpu-there.patch",
     summary='nf4 text encoder planned on "cpu" by device_map="balanced": load, run, compare to an un-offloaded run',
     text=(
-        "hf_device_map={hf_device_map}; text encoder weights {weight_type} on {weight_device}, absmax on "
+        "planned {plan}; hf_device_map={hf_device_map}; text encoder weights {weight_type} on {weight_device}, absmax on "
         "{absmax_device}; max abs diff to an un-offloaded run per pass {diffs}"
     ),
+    judge=_judge_bnb_text_encoder_planned_on_cpu,
 )
 def bnb_text_encoder_planned_on_cpu(workdir):
+    """The plan is the real planner's for a 5 MB GPU 0 (both sides: the text encoder on "cpu", unet and vae on GPU 0).
+    Of it, a CPU-only machine can load only the components planned on "cpu" (GPU 0 does not exist here); the whole plan
+    runs on a GPU in tests/gpu/test_gpu_device_map_balanced.py."""
     import torch
 
     path = save_tiny_sd_pipeline(workdir / "pipe", text_encoder_kwargs=DEVICE_MAP_TEXT_ENCODER)
     config = bnb_text_encoder_config(double_quant=True)
     reference = load_tiny_sd_pipeline(path, quantization_config=config)
+    plan = plan_with_budget(path, GPU_BUDGET_TEXT_ENCODER_ON_CPU, quantization_config=config)
     pipe = load_with_plan(
-        path, {"text_encoder": "cpu"}, quantization_config=bnb_text_encoder_config(double_quant=True)
+        path,
+        {name: device for name, device in plan.items() if device == "cpu"},
+        quantization_config=bnb_text_encoder_config(double_quant=True),
     )
     input_ids = fixed_text_input()
     with torch.no_grad():
@@ -1172,6 +1404,7 @@ def bnb_text_encoder_planned_on_cpu(workdir):
         ]
     weight = pipe.text_encoder.encoder.layers[0].mlp.fc1.weight
     return {
+        "plan": dict(sorted(plan.items())),
         "hf_device_map": pipe.hf_device_map,
         "weight_type": type(weight).__name__,
         "weight_device": str(weight.device),
@@ -1199,6 +1432,17 @@ def _run_repacked(text_encoder):
     _bnb_cpu_repacking(text_encoder, False)
 
 
+def _judge_bnb_4bit_save_after_cpu_forward(result):
+    saved_after = [k["saved_after"] for k in result["kinds"].values()]
+    if any(value != "refused" for value in saved_after):
+        worst = max(value for value in saved_after if value != "refused")
+        return WRONG, f"saved re-derived statistics silently: reloaded max abs diff {worst}"
+    verdict, figure = exact(result["made_safe_diffs"], result["made_safe_in_memory_diffs"])
+    if verdict != RIGHT:
+        return verdict, f"with make_bnb_offload_safe: {figure}"
+    return REFUSED, "saving re-derived statistics refused; with make_bnb_offload_safe, saved exactly"
+
+
 @scenario(
     "bnb-4bit-save-after-cpu-forward",
     patch="refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
@@ -1213,6 +1457,7 @@ def _run_repacked(text_encoder):
         "make_bnb_offload_safe before the forward pass: max abs diffs {made_safe_diffs}, "
         "{made_safe_statistics_equal}/{statistics} saved statistics equal"
     ),
+    judge=_judge_bnb_4bit_save_after_cpu_forward,
 )
 def bnb_4bit_save_after_cpu_forward(workdir):
     from transformers import CLIPTextModel
