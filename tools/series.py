@@ -347,6 +347,36 @@ def scratch_checkout(project, dest, base=None, three_way=False):
     return entries
 
 
+def replay_without(project, removed, primary, dest):
+    """`dest`: a clone of the pristine base with the series less the patches `removed` applied as commits, each with a
+    3-way merge (the blobs it needs fetched from `primary`, a `scratch_checkout`). A later patch that no longer applies
+    without them is left out too. Returns the names left out, in series order."""
+    base = project.read_base()
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    git(
+        dest.parent,
+        "clone",
+        "--quiet",
+        "--shared",
+        str(pristine_repo(base["version"], base["sdist_sha256"])),
+        str(dest),
+    )
+    git(dest, "tag", "pristine")
+    git(dest, "fetch", "--quiet", "--no-tags", str(primary), "HEAD")
+    left_out = []
+    for name in project.read_series():
+        if name in removed:
+            left_out.append(name)
+            continue
+        try:
+            apply_patch(dest, name, project.patches_dir / name, three_way=True)
+        except SeriesError:
+            left_out.append(name)
+    return left_out
+
+
 def series_commits(repo):
     return git(repo, "rev-list", "--reverse", "pristine..HEAD").stdout.split()
 

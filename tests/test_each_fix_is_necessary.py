@@ -1,0 +1,83 @@
+"""Each fix is necessary on its own: the patched side of a scenario, run with the scenario's own patch left out of the
+series, is no longer right.
+
+The series is replayed without that patch (git, 3-way merges); a later patch that no longer applies without it (its
+code or its context) is left out too, and the test names those in its message and in `LEFT_OUT_TOGETHER`, so that a
+dependency between patches is always written down. The replayed tree is vendored into a copy of the package put first
+on the path, as the per-release checks do with another release.
+"""
+
+import shutil
+
+import pytest
+from conftest import REPO_ROOT
+
+from tests.support.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
+from tools import series
+
+
+PROJECT = series.Project(REPO_ROOT)
+SCENARIOS_OF_PATCH = {}
+for _name, _scenario in SCENARIOS.items():
+    if not _scenario.guard:
+        SCENARIOS_OF_PATCH.setdefault(_scenario.patch, []).append(_name)
+
+# patch -> the later patches that do not apply without it (they change its lines or lines next to them).
+LEFT_OUT_TOGETHER = {
+    "bnb-4bit-quant-state-survives-offload-hooks.patch": ["refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"],
+    "from-pretrained-materializes-missing-weights.patch": ["local-strict-load-default-from-environment.patch"],
+    "gguf-parameter-keeps-quant-type-when-rebuilt.patch": ["gguf-dequantized-weights-stay-parameters.patch"],
+    "ltx2-single-file-map-ltx-2-3-keys.patch": ["ltx2-audio-vae-loads-from-a-single-file.patch"],
+    "materialize-tensors-left-on-meta-in-from-single-file.patch": [
+        "summarize-missing-keys-of-single-file-loads.patch",
+        "from-single-file-strict-argument.patch",
+        "warn-about-missing-keys-without-low-cpu-mem-usage.patch",
+        "from-pretrained-materializes-missing-weights.patch",
+        "single-file-block-counts-come-from-the-checkpoint.patch",
+        "local-strict-load-default-from-environment.patch",
+    ],
+    "refuse-to-save-a-model-with-lora-adapters-injected.patch": [
+        "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"
+    ],
+    "single-file-t5-ties-input-embeddings.patch": ["single-file-t5-in-evaluation-mode.patch"],
+    "size-bitsandbytes-components-as-they-will-be-loaded.patch": [
+        "count-tied-weights-once-when-planning.patch",
+        "count-float32-modules-in-float32-when-planning.patch",
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def primary(tmp_path_factory):
+    """The series as written, whose commits hold the blobs the 3-way merges need."""
+    repo = tmp_path_factory.mktemp("primary") / "repo"
+    series.scratch_checkout(PROJECT, repo)
+    return repo
+
+
+def site_without(patch, primary, directory):
+    """A copy of the package whose vendored tree is pristine + the series less `patch`; returns (site, left out)."""
+    repo = directory / "repo"
+    left_out = series.replay_without(PROJECT, [patch], primary, repo)
+    site = directory / "site"
+    shutil.copytree(
+        REPO_ROOT / "diffusers_patched",
+        site / "diffusers_patched",
+        ignore=shutil.ignore_patterns("_vendor", "__pycache__"),
+    )
+    names = [name for name in PROJECT.read_series() if name not in left_out]
+    for path, content in series.build_vendor(PROJECT, repo, names).items():
+        target = site / "diffusers_patched" / "_vendor" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    return site, left_out
+
+
+@pytest.mark.parametrize("patch", sorted(SCENARIOS_OF_PATCH))
+def test_scenarios_are_not_right_without_their_patch(patch, primary, tmp_path):
+    site, left_out = site_without(patch, primary, tmp_path)
+    assert left_out[1:] == LEFT_OUT_TOGETHER.get(patch, []), f"left out with {patch}: {left_out[1:]}"
+    names = SCENARIOS_OF_PATCH[patch]
+    outcomes = run_scenarios(names, patched=True, site=site)
+    verdicts = {name: outcomes[name].verdict(SCENARIOS[name]) for name in names}
+    assert {name: verdict for name, verdict in verdicts.items() if verdict[0] in (RIGHT, REFUSED)} == {}
