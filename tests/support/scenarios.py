@@ -289,7 +289,7 @@ def _make_bnb_offload_safe():
     return make_bnb_offload_safe
 
 
-def _judge_sequential_cpu_offload_on_cpu(result):
+def _judge_offloaded_to_cpu(result):
     if result["offload_device"] != "cpu":
         return WRONG, f"offloaded to {result['offload_device']}"
     return exact(result["diffs"])
@@ -300,7 +300,7 @@ def _judge_sequential_cpu_offload_on_cpu(result):
     patch="sequential-offload-keeps-the-user-device.patch",
     summary="unquantized pipeline, enable_sequential_cpu_offload(device='cpu'), 3 text encoder passes",
     text="offload device {offload_device}; max abs diff per pass {diffs}",
-    judge=_judge_sequential_cpu_offload_on_cpu,
+    judge=_judge_offloaded_to_cpu,
 )
 def sequential_cpu_offload_on_cpu(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -389,7 +389,7 @@ def bnb_4bit_cpu_offload_hooks(workdir):
     return {"kinds": kinds}
 
 
-def _judge_bnb_4bit_offload_twice_then_model_offload(result):
+def _judge_diffs(result):
     return exact(result["diffs"])
 
 
@@ -398,7 +398,7 @@ def _judge_bnb_4bit_offload_twice_then_model_offload(result):
     patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="nf4 text encoder: enable_sequential_cpu_offload twice, then enable_model_cpu_offload, passes after each",
     text="max abs diff per pass {diffs}",
-    judge=_judge_bnb_4bit_offload_twice_then_model_offload,
+    judge=_judge_diffs,
 )
 def bnb_4bit_offload_twice_then_model_offload(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -414,18 +414,12 @@ def bnb_4bit_offload_twice_then_model_offload(workdir):
     return {"diffs": diffs}
 
 
-def _judge_bnb_4bit_lora_while_sequentially_offloaded(result):
-    if result["offload_device"] != "cpu":
-        return WRONG, f"offloaded to {result['offload_device']}"
-    return exact(result["diffs"])
-
-
 @scenario(
     "bnb-4bit-lora-while-sequentially-offloaded",
     patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="load_lora_weights into an nf4 text encoder while sequentially offloaded on the CPU, vs. no offload",
     text="offload device {offload_device}; max abs diff per pass {diffs}",
-    judge=_judge_bnb_4bit_lora_while_sequentially_offloaded,
+    judge=_judge_offloaded_to_cpu,
 )
 def bnb_4bit_lora_while_sequentially_offloaded(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -540,16 +534,12 @@ def save_offloaded_pipeline(workdir):
     return {"kinds": kinds}
 
 
-def _judge_bnb_4bit_dispatch_cpu_disk_then_peft(result):
-    return exact(result["diffs"])
-
-
 @scenario(
     "bnb-4bit-dispatch-cpu-disk-then-peft",
     patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="transformers 4-bit double-quant model, dispatch_model with cpu + disk, PeftModel.from_pretrained",
     text="make_bnb_offload_safe covered {covered} weights; max abs diff to the un-offloaded adapter model {diffs}",
-    judge=_judge_bnb_4bit_dispatch_cpu_disk_then_peft,
+    judge=_judge_diffs,
 )
 def bnb_4bit_dispatch_cpu_disk_then_peft(workdir):
     from accelerate import dispatch_model
@@ -1238,7 +1228,7 @@ def wan22_detection(workdir):
 def _judge_ltx2_3_single_file(result):
     unequal = [name for name, equal in result["equal"].items() if len(set(equal.split("/"))) != 1]
     if result["meta_tensors"] or unequal or not result["from_single_file"]["audio_vae"]:
-        return WRONG, f"{result['meta_tensors']} on meta; differ from the folder's: {unequal}"
+        return WRONG, f"{result['meta_tensors']} on meta; differ from the file's: {unequal}"
     worst = max(result["transformer_diff"], result["vae_diff"])
     if worst > 1e-5:
         return WRONG, f"forward max abs diff {worst}"
