@@ -7,16 +7,15 @@ dependency between patches is always written down. The replayed tree is vendored
 on the path, as the per-release checks do with another release.
 """
 
-import shutil
-
 import pytest
 from conftest import REPO_ROOT
 
 from tests.support.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
-from tools import series
+from tools import series, wheels
 
 
 PROJECT = series.Project(REPO_ROOT)
+PRIMARY = PROJECT.read_base()["version"]
 SCENARIOS_OF_PATCH = {}
 for _name, _scenario in SCENARIOS.items():
     if not _scenario.guard:
@@ -56,20 +55,14 @@ def primary(tmp_path_factory):
 
 
 def site_without(patch, primary, directory):
-    """A copy of the package whose vendored tree is pristine + the series less `patch`; returns (site, left out)."""
+    """The package sources (importable from `site`), their vendored tree pristine + the series less `patch`; returns
+    (site, the patches left out)."""
     repo = directory / "repo"
     left_out = series.replay_without(PROJECT, [patch], primary, repo)
-    site = directory / "site"
-    shutil.copytree(
-        REPO_ROOT / "diffusers_patched",
-        site / "diffusers_patched",
-        ignore=shutil.ignore_patterns("_vendor", "__pycache__"),
-    )
     names = [name for name in PROJECT.read_series() if name not in left_out]
-    for path, content in series.build_vendor(PROJECT, repo, names).items():
-        target = site / "diffusers_patched" / "_vendor" / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
+    site = directory / "site"
+    site.mkdir()
+    wheels.build_tree(PROJECT, PRIMARY, site, vendor=series.build_vendor(PROJECT, repo, names))
     return site, left_out
 
 

@@ -242,21 +242,12 @@ def _case_ltx_vae_missing_norm_and_scalar(size):
     from diffusers import AutoencoderKLLTXVideo
     from safetensors.torch import load_file, save_file
 
+    from tests.support.tiny_pipelines import ltx_video_vae
+
     directory = fixture_dir() / f"ltx-vae-{size}"
     if not (directory / "without-norm-and-multiplier" / "diffusion_pytorch_model.safetensors").exists():
-        channels = LTX_VAE_CHANNELS[size]
         torch.manual_seed(0)
-        AutoencoderKLLTXVideo(
-            block_out_channels=channels,
-            decoder_block_out_channels=channels,
-            layers_per_block=(2, 2, 2, 2, 2),
-            decoder_layers_per_block=(2, 2, 2, 2, 2),
-            timestep_conditioning=True,
-            decoder_inject_noise=(False,) * 5,
-            upsample_residual=(False,) * 4,
-            upsample_factor=(1,) * 4,
-            decoder_causal=False,
-        ).save_pretrained(directory / "complete")
+        ltx_video_vae(LTX_VAE_CHANNELS[size], layers_per_block=2).save_pretrained(directory / "complete")
         state_dict = load_file(directory / "complete" / "diffusion_pytorch_model.safetensors")
         for name in LTX_VAE_MISSING:
             del state_dict[name]

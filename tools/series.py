@@ -337,14 +337,21 @@ def scratch_checkout(project, dest, base=None, three_way=False):
     """A fresh clone of the pristine base in `dest` with the series applied as commits; returns the series entries."""
     base = base or project.read_base()
     entries = project.read_series()
-    repo = pristine_repo(base["version"], base["sdist_sha256"])
+    clone_pristine(base["version"], base["sdist_sha256"], dest)
+    apply_series(project, dest, entries, three_way)
+    return entries
+
+
+def clone_pristine(version, sdist_sha256, dest, primary=None):
+    """`dest`: a fresh clone of pristine `version` (tag `pristine`). `primary`: a repository whose HEAD (the series
+    as written) is fetched too, for the blobs that 3-way merges of the series' patches need."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    git(dest.parent, "clone", "--quiet", "--shared", str(repo), str(dest))
+    git(dest.parent, "clone", "--quiet", "--shared", str(pristine_repo(version, sdist_sha256)), str(dest))
     git(dest, "tag", "pristine")
-    apply_series(project, dest, entries, three_way)
-    return entries
+    if primary is not None:
+        git(dest, "fetch", "--quiet", "--no-tags", str(primary), "HEAD")
 
 
 def replay_without(project, removed, primary, dest):
@@ -352,19 +359,7 @@ def replay_without(project, removed, primary, dest):
     3-way merge (the blobs it needs fetched from `primary`, a `scratch_checkout`). A later patch that no longer applies
     without them is left out too. Returns the names left out, in series order."""
     base = project.read_base()
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    git(
-        dest.parent,
-        "clone",
-        "--quiet",
-        "--shared",
-        str(pristine_repo(base["version"], base["sdist_sha256"])),
-        str(dest),
-    )
-    git(dest, "tag", "pristine")
-    git(dest, "fetch", "--quiet", "--no-tags", str(primary), "HEAD")
+    clone_pristine(base["version"], base["sdist_sha256"], dest, primary)
     left_out = []
     for name in project.read_series():
         if name in removed:
@@ -548,11 +543,14 @@ def current_vendor(project):
     }
 
 
-def write_vendor(project, tree):
-    if project.vendor_dir.exists():
-        shutil.rmtree(project.vendor_dir)
+def write_vendor(project, tree, vendor_dir=None):
+    """Write the vendored `tree` ({relative path: bytes}) into `vendor_dir` (the committed one by default), replacing
+    what was there."""
+    vendor_dir = vendor_dir or project.vendor_dir
+    if vendor_dir.exists():
+        shutil.rmtree(vendor_dir)
     for path, content in tree.items():
-        target = project.vendor_dir / path
+        target = vendor_dir / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
 
@@ -970,13 +968,7 @@ def release_checkout(project, primary_repo, repo, version, editing=False):
     """
     record = project.release_record(version)
     plan = release_plan(project, version, record, project.read_series())
-    pristine = pristine_repo(version, record["sdist_sha256"])
-    if repo.exists():
-        shutil.rmtree(repo)
-    repo.parent.mkdir(parents=True, exist_ok=True)
-    git(repo.parent, "clone", "--quiet", "--shared", str(pristine), str(repo))
-    git(repo, "tag", "pristine")
-    git(repo, "fetch", "--quiet", "--no-tags", str(primary_repo), "HEAD")
+    clone_pristine(version, record["sdist_sha256"], repo, primary_repo)
     git(repo, "tag", "primary", "FETCH_HEAD")
     replay(project, repo, version, plan, editing)
     return plan

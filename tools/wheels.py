@@ -25,8 +25,9 @@ PACKAGE_FILES = ["pyproject.toml", "setup.py", "README.md"]
 _PIN_RE = re.compile(r'"diffusers==[^"]*"')
 
 
-def build_tree(project, version, dest, primary=None):
-    """The package sources in `dest`, with `version`'s vendored tree and its exact diffusers pin."""
+def build_tree(project, version, dest, primary=None, vendor=None):
+    """The package sources in `dest`, with `version`'s vendored tree (`vendor`, if given, instead: {relative path:
+    bytes}) and its exact diffusers pin."""
     for name in PACKAGE_FILES:
         shutil.copyfile(project.root / name, dest / name)
     shutil.copytree(
@@ -38,10 +39,9 @@ def build_tree(project, version, dest, primary=None):
     if len(_PIN_RE.findall(pyproject)) != 1:
         raise series.SeriesError('pyproject.toml must pin diffusers exactly once ("diffusers==X.Y.Z").')
     (dest / "pyproject.toml").write_text(_PIN_RE.sub(f'"diffusers=={version}"', pyproject))
-    vendor_dir = dest / "diffusers_patched" / "_vendor"
-    for path, content in series.release_vendor(project, version, primary).items():
-        (vendor_dir / path).parent.mkdir(parents=True, exist_ok=True)
-        (vendor_dir / path).write_bytes(content)
+    series.write_vendor(
+        project, vendor or series.release_vendor(project, version, primary), dest / "diffusers_patched" / "_vendor"
+    )
     for path in dest.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
 

@@ -91,16 +91,30 @@ def load_tiny_sd_pipeline(path, **kwargs):
     )
 
 
+def ltx_video_vae(block_out_channels, layers_per_block, **config):
+    """An LTX-Video VAE with timestep conditioning (LTX-Video 0.9.5 and later: the decoder's constant
+    `timestep_scale_multiplier`), the same blocks in encoder and decoder, the decoder not causal."""
+    from diffusers import AutoencoderKLLTXVideo
+
+    return AutoencoderKLLTXVideo(
+        block_out_channels=block_out_channels,
+        decoder_block_out_channels=block_out_channels,
+        layers_per_block=(layers_per_block,) * 5,
+        decoder_layers_per_block=(layers_per_block,) * 5,
+        decoder_inject_noise=(False,) * 5,
+        upsample_residual=(False,) * 4,
+        upsample_factor=(1,) * 4,
+        timestep_conditioning=True,
+        decoder_causal=False,
+        **config,
+    )
+
+
 def save_tiny_ltx_pipeline(path):
     """An LTXPipeline of tiny random components whose VAE has timestep conditioning (LTX-Video 0.9.5 and later), saved
     without text encoder and tokenizer: it runs on `prompt_embeds`."""
     import torch
-    from diffusers import (
-        AutoencoderKLLTXVideo,
-        FlowMatchEulerDiscreteScheduler,
-        LTXPipeline,
-        LTXVideoTransformer3DModel,
-    )
+    from diffusers import FlowMatchEulerDiscreteScheduler, LTXPipeline, LTXVideoTransformer3DModel
 
     torch.manual_seed(0)
     transformer = LTXVideoTransformer3DModel(
@@ -114,20 +128,12 @@ def save_tiny_ltx_pipeline(path):
         num_layers=1,
         caption_channels=32,
     )
-    vae = AutoencoderKLLTXVideo(
+    vae = ltx_video_vae(
+        (8, 8, 8, 8),
+        layers_per_block=1,
         latent_channels=8,
-        block_out_channels=(8, 8, 8, 8),
-        decoder_block_out_channels=(8, 8, 8, 8),
-        layers_per_block=(1, 1, 1, 1, 1),
-        decoder_layers_per_block=(1, 1, 1, 1, 1),
         spatio_temporal_scaling=(True, True, False, False),
         decoder_spatio_temporal_scaling=(True, True, False, False),
-        decoder_inject_noise=(False, False, False, False, False),
-        upsample_residual=(False, False, False, False),
-        upsample_factor=(1, 1, 1, 1),
-        timestep_conditioning=True,
-        encoder_causal=True,
-        decoder_causal=False,
     )
     with torch.no_grad():
         for param in vae.parameters():
