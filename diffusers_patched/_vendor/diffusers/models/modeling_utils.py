@@ -300,6 +300,7 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
     _keep_in_fp32_modules = None
     _skip_layerwise_casting_patterns = None
     _supports_group_offloading = True
+    _preload_module_classes = None
     _repeated_blocks = []
     _parallel_config = None
     _cp_plan = None

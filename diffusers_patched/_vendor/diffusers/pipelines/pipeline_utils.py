@@ -136,6 +136,22 @@ _DDUF_REMOVAL_MESSAGE = (
 logger = logging.get_logger(__name__)
 
 
+def _get_preload_module_classes(model: torch.nn.Module) -> List[str]:
+    """
+    Returns the classes of the submodules of `model` that sequential CPU offloading has to load as a whole, because
+    the weights of their children are used without calling the children, whose offload hooks then never run:
+    `torch.nn.MultiheadAttention` (it reads `out_proj.weight`), the classes a model lists in
+    `_preload_module_classes`, and the parents of modules with forward pre-hooks (`torch.nn.utils.weight_norm` and
+    `spectral_norm` compute the weight in one, before the offload hook of the module has loaded it).
+    """
+    preload_module_classes = {"MultiheadAttention"}
+    for module in model.modules():
+        preload_module_classes.update(getattr(module, "_preload_module_classes", None) or [])
+        if any(len(child._forward_pre_hooks) > 0 for child in module.children()):
+            preload_module_classes.add(module.__class__.__name__)
+    return sorted(preload_module_classes)
+
+
 @dataclass
 class ImagePipelineOutput(BaseOutput):
     """
@@ -1389,7 +1405,12 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
                 # make sure to offload buffers if not all high level weights
                 # are of type nn.Module
                 offload_buffers = len(model._parameters) > 0
-                cpu_offload(model, device, offload_buffers=offload_buffers)
+                cpu_offload(
+                    model,
+                    device,
+                    offload_buffers=offload_buffers,
+                    preload_module_classes=_get_preload_module_classes(model),
+                )
 
     def enable_group_offload(
         self,
@@ -1463,6 +1484,7 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
                 This option only matters when using streamed CPU offloading (i.e. `use_stream=True`). This can be
                 useful when the CPU memory is a bottleneck but may counteract the benefits of using streams.
             exclude_modules (`Union[str, List[str]]`, defaults to `None`): List of modules to exclude from offloading.
+                Models that do not support group offloading (`_supports_group_offloading = False`) are excluded too.
 
         Example:
             ```python
@@ -1492,6 +1514,19 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
             logger.info(
                 f"The following modules are not present in pipeline: {', '.join(unknown)}. Ignore if this is expected."
             )
+
+        unsupported = [
+            name
+            for name, component in self.components.items()
+            if name not in exclude_modules and not getattr(component, "_supports_group_offloading", True)
+        ]
+        if unsupported:
+            logger.warning(
+                f"{', '.join(f'`{name}` ({self.components[name].__class__.__name__})' for name in unsupported)} "
+                f"does not support group offloading and is placed on {onload_device} instead, as if it were in "
+                "`exclude_modules`. The other components are group offloaded."
+            )
+            exclude_modules = exclude_modules + unsupported
 
         group_offload_kwargs = {
             "onload_device": onload_device,
