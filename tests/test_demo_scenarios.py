@@ -514,3 +514,48 @@ def test_bnb_4bit_save_after_cpu_forward(patched_outcomes):
     assert_all_zero(result["made_safe_diffs"], 4)
     assert_all_zero(result["made_safe_in_memory_diffs"], 4)
     assert result["made_safe_statistics_equal"] == result["statistics"] == 192
+
+
+# sequential-offload-preloads-modules-that-read-child-weights: modules that use their children's weights without
+# calling them are loaded as a whole by sequential offloading. Upstream fails earlier on the CPU, with its `cpu:0`.
+SEQUENTIAL_OFFLOAD_SCENARIOS = [
+    "sequential-offload-hunyuan-dit",
+    "sequential-offload-stable-audio",
+    "sequential-offload-framepack-image-encoder",
+]
+
+
+@upstream
+@pytest.mark.parametrize("name", SEQUENTIAL_OFFLOAD_SCENARIOS)
+def test_sequential_offload_upstream(upstream_outcomes, name):
+    assert_raised(upstream_outcomes[name], "TypeError", CPU_DEVICE_ERROR)
+
+
+@pytest.mark.parametrize("name", SEQUENTIAL_OFFLOAD_SCENARIOS)
+def test_sequential_offload(patched_outcomes, name):
+    assert result_of(patched_outcomes[name]) == {"diff": 0.0}
+
+
+# group-offload-skips-models-that-do-not-support-it: pipe.enable_group_offload places such a model on the onload
+# device, group offloads the others and says so, where upstream refuses the whole pipeline.
+GROUP_OFFLOAD_SCENARIOS = {
+    "group-offload-hunyuan-dit": ("transformer", "HunyuanDiT2DModel"),
+    "group-offload-stable-audio": ("vae", "AutoencoderOobleck"),
+}
+
+
+@upstream
+@pytest.mark.parametrize("name", GROUP_OFFLOAD_SCENARIOS)
+def test_group_offload_upstream(upstream_outcomes, name):
+    model_class = GROUP_OFFLOAD_SCENARIOS[name][1]
+    assert_raised(upstream_outcomes[name], "ValueError", f"{model_class} does not support group offloading.")
+
+
+@pytest.mark.parametrize("name", GROUP_OFFLOAD_SCENARIOS)
+def test_group_offload(patched_outcomes, name):
+    component, model_class = GROUP_OFFLOAD_SCENARIOS[name]
+    warning = (
+        f"`{component}` ({model_class}) does not support group offloading and is placed on cpu instead, as if it were "
+        "in `exclude_modules`. The other components are group offloaded."
+    )
+    assert result_of(patched_outcomes[name]) == {"diffs": [0.0, 0.0], "warnings": [warning, warning]}

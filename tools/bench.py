@@ -181,6 +181,35 @@ def _case_offloaded_4bit_forward(size):
     return {"seconds": (time.perf_counter() - start) / 5, "parameters": parameters}
 
 
+# name -> layers, attention heads and head width of the HunyuanDiT transformer run under sequential offload
+HUNYUAN_DIT_SIZES = {"tiny": (2, 3, 8), "small": (8, 8, 48), "medium": (16, 16, 64)}
+
+
+def _hunyuan_dit_call(size, device):
+    """One call of a HunyuanDiT pipeline (two steps), sequentially offloaded when patched (upstream cannot offload it:
+    its attention pooling reads its projections' weights directly), not offloaded on upstream's side."""
+    import torch
+
+    from tests.support.tiny_pipelines import tiny_hunyuan_dit_pipeline
+
+    pipe, run = tiny_hunyuan_dit_pipeline(*HUNYUAN_DIT_SIZES[size])
+    pipe.set_progress_bar_config(disable=True)
+    if _patched():
+        pipe.enable_sequential_cpu_offload(device=device)
+    else:
+        pipe.to(device)
+    with torch.no_grad():
+        run(pipe)  # the first call builds caches and, offloaded, its hooks' state
+        start = time.perf_counter()
+        run(pipe)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "parameters": sum(p.numel() for p in pipe.transformer.parameters())}
+
+
+def _case_sequential_offload_hunyuan_dit(size):
+    return _hunyuan_dit_call(size, "cpu")
+
+
 def _case_save_offloaded_pipeline(size):
     import torch
     from accelerate import cpu_offload
@@ -404,6 +433,10 @@ CASES = {
         _case_offloaded_gguf_forward,
         list(WAN_LAYERS),
     ),
+    "HunyuanDiT pipeline call: sequential offload (patched) vs not offloaded (upstream)": (
+        _case_sequential_offload_hunyuan_dit,
+        list(HUNYUAN_DIT_SIZES)[:2],
+    ),
     "save_pretrained: offloaded by accelerate's hooks (patched) vs not offloaded (upstream)": (
         _case_save_offloaded_pipeline,
         list(PIPELINE_SIZES),
@@ -511,12 +544,26 @@ def _gpu_case_device_map_placement(size):
     return {**result, "note": f"{plan}: {planned / 1e6:.2f} MB planned, {allocated / 1e6:.2f} MB allocated on GPU 0"}
 
 
+def _gpu_case_sequential_offload_hunyuan_dit(size):
+    """The CPU row's call on the GPU, with its peak GPU memory: the weights sequential offload keeps off the GPU."""
+    import torch
+
+    torch.zeros(1, device="cuda")
+    torch.cuda.reset_peak_memory_stats()
+    result = _hunyuan_dit_call(size, "cuda")
+    return {**result, "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20}
+
+
 GPU_CASES = {
     "GPU: from_pretrained (saved pipeline) + .to('cuda')": (_gpu_case_load_pipeline, list(PIPELINE_SIZES)),
     "GPU: from_single_file (nothing missing) + .to('cuda')": (_gpu_case_single_file, list(FLUX_SIZES)),
     "GPU: nf4 unet + text encoder, unet step: sequential offload (patched) vs model offload (upstream)": (
         _gpu_case_offloaded_4bit_step,
         list(PIPELINE_SIZES),
+    ),
+    "GPU: HunyuanDiT pipeline call: sequential offload (patched) vs not offloaded (upstream)": (
+        _gpu_case_sequential_offload_hunyuan_dit,
+        list(HUNYUAN_DIT_SIZES),
     ),
     'GPU: device_map="balanced" load, nf4 text encoder + unet, GPU 0 budget: planned vs allocated': (
         _gpu_case_device_map_placement,

@@ -26,6 +26,7 @@ from .tiny_pipelines import (
     fixed_text_input,
     load_tiny_sd_pipeline,
     load_with_plan,
+    offload_diff,
     plan_with_budget,
     recording_weight_reads,
     save_tiny_sd_pipeline,
@@ -1517,6 +1518,58 @@ def bnb_4bit_save_after_cpu_forward(workdir):
         "made_safe_statistics_equal": made_safe_statistics_equal if make_bnb_offload_safe else None,
         "made_safe_in_memory_diffs": made_safe_in_memory_diffs if make_bnb_offload_safe else None,
     }
+
+
+
+# The pipelines whose offload tests upstream skips (tests/support/tiny_pipelines.py TINY_OFFLOAD_PIPELINES); the README's
+# pipeline x mode table is tests/test_offload_modes.py.
+
+
+def _sequential_offload(pipeline):
+    def run(workdir):
+        return {"diff": offload_diff(pipeline, "sequential")}
+
+    return run
+
+
+for _pipeline, _reads in [
+    ("hunyuan-dit", "HunyuanDiTAttentionPool passes its projections' weights to F.multi_head_attention_forward"),
+    ("stable-audio", "the VAE's weight_norm computes its weights in a forward pre-hook"),
+    ("framepack-image-encoder", "SigLIP's pooling head calls nn.MultiheadAttention, which reads out_proj.weight"),
+]:
+    scenario(
+        f"sequential-offload-{_pipeline}",
+        patch="sequential-offload-preloads-modules-that-read-child-weights.patch",
+        summary=f"{_pipeline} (tiny), enable_sequential_cpu_offload(device='cpu') vs. no offload: {_reads}",
+        text="max abs diff to the un-offloaded output {diff}",
+        judge=lambda result: exact([result["diff"]]),
+    )(_sequential_offload(_pipeline))
+
+
+def _judge_group_offload_of_unsupported_model(result):
+    if len(result["warnings"]) != 2:
+        return WRONG, f"{len(result['warnings'])} warnings naming the model in 2 calls"
+    return exact(result["diffs"])
+
+
+def _group_offload(pipeline, model_class):
+    def run(workdir):
+        with diffusers_log_messages(logging.WARNING, f"({model_class}) does not support group offloading") as warned:
+            diffs = [offload_diff(pipeline, mode) for mode in ("group-leaf", "group-block")]
+        return {"diffs": diffs, "warnings": warned}
+
+    return run
+
+
+for _pipeline, _model_class in [("hunyuan-dit", "HunyuanDiT2DModel"), ("stable-audio", "AutoencoderOobleck")]:
+    scenario(
+        f"group-offload-{_pipeline}",
+        patch="group-offload-skips-models-that-do-not-support-it.patch",
+        summary=f"{_pipeline} (tiny), pipe.enable_group_offload leaf and block level; {_model_class} does not "
+        "support group offloading",
+        text="max abs diff to the un-offloaded output per level {diffs}; warned: {warnings}",
+        judge=_judge_group_offload_of_unsupported_model,
+    )(_group_offload(_pipeline, _model_class))
 
 
 if __name__ == "__main__":

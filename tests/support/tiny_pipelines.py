@@ -286,3 +286,165 @@ def fixed_text_input(pipe_device="cpu", batch=1, length=16, seed=0):
 
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(3, 1000, (batch, length), generator=generator).to(pipe_device)
+
+
+# Pipelines whose offload tests upstream skips, of tiny random components, each with the inputs of one call that
+# skips their text encoders (prompt embeddings given). Each returns (pipeline, run): `run(pipeline)` is its output.
+
+
+def tiny_hunyuan_dit_pipeline(num_layers=2, num_attention_heads=3, attention_head_dim=8):
+    """HunyuanDiT: its transformer's attention pooling passes its projections' weights to
+    `F.multi_head_attention_forward`; `HunyuanDiT2DModel` declares `_supports_group_offloading = False`. The bench
+    builds larger ones."""
+    import torch
+    from diffusers import AutoencoderKL, DDPMScheduler, HunyuanDiT2DModel, HunyuanDiTPipeline
+
+    torch.manual_seed(0)
+    transformer = HunyuanDiT2DModel(
+        sample_size=16,
+        num_layers=num_layers,
+        patch_size=2,
+        attention_head_dim=attention_head_dim,
+        num_attention_heads=num_attention_heads,
+        in_channels=4,
+        cross_attention_dim=32,
+        cross_attention_dim_t5=32,
+        pooled_projection_dim=16,
+        hidden_size=num_attention_heads * attention_head_dim,
+        activation_fn="gelu-approximate",
+    )
+    vae = AutoencoderKL(block_out_channels=(8,), norm_num_groups=8, latent_channels=4)
+    pipe = HunyuanDiTPipeline(
+        transformer=transformer.eval(),
+        vae=vae.eval(),
+        scheduler=DDPMScheduler(),
+        text_encoder=None,
+        tokenizer=None,
+        text_encoder_2=None,
+        tokenizer_2=None,
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
+    )
+    generator = torch.Generator().manual_seed(0)
+    inputs = {
+        "prompt_embeds": torch.randn(1, 77, 32, generator=generator),
+        "prompt_attention_mask": torch.ones(1, 77, dtype=torch.long),
+        "prompt_embeds_2": torch.randn(1, 256, 32, generator=generator),
+        "prompt_attention_mask_2": torch.ones(1, 256, dtype=torch.long),
+        "guidance_scale": 1.0,
+        "num_inference_steps": 2,
+        "height": 16,
+        "width": 16,
+        "use_resolution_binning": False,
+        "output_type": "pt",
+    }
+    return pipe, lambda pipe: pipe(**inputs, generator=torch.Generator().manual_seed(0)).images
+
+
+def tiny_stable_audio_pipeline():
+    """Stable Audio: its VAE (`AutoencoderOobleck`) has `weight_norm` convolutions and declares
+    `_supports_group_offloading = False`. EDM DPM-Solver instead of the cosine one, which needs torchsde."""
+    import torch
+    from diffusers import AutoencoderOobleck, EDMDPMSolverMultistepScheduler, StableAudioDiTModel, StableAudioPipeline
+    from diffusers.pipelines.stable_audio import StableAudioProjectionModel
+
+    torch.manual_seed(0)
+    transformer = StableAudioDiTModel(
+        sample_size=4,
+        in_channels=3,
+        num_layers=2,
+        attention_head_dim=4,
+        num_key_value_attention_heads=2,
+        out_channels=3,
+        cross_attention_dim=4,
+        time_proj_dim=8,
+        global_states_input_dim=8,
+        cross_attention_input_dim=4,
+    )
+    vae = AutoencoderOobleck(
+        encoder_hidden_size=6,
+        downsampling_ratios=[1, 2],
+        decoder_channels=3,
+        decoder_input_channels=3,
+        audio_channels=2,
+        channel_multiples=[2, 4],
+        sampling_rate=4,
+    )
+    projection_model = StableAudioProjectionModel(text_encoder_dim=8, conditioning_dim=4, min_value=0, max_value=32)
+    pipe = StableAudioPipeline(
+        vae=vae.eval(),
+        text_encoder=None,
+        projection_model=projection_model.eval(),
+        tokenizer=None,
+        transformer=transformer.eval(),
+        scheduler=EDMDPMSolverMultistepScheduler(solver_order=2, prediction_type="v_prediction", sigma_data=1.0),
+    )
+    prompt_embeds = torch.randn(1, 5, 8, generator=torch.Generator().manual_seed(0))
+    inputs = {"prompt_embeds": prompt_embeds, "num_inference_steps": 2, "guidance_scale": 1.0, "output_type": "pt"}
+    return pipe, lambda pipe: pipe(**inputs, generator=torch.Generator().manual_seed(0)).audios
+
+
+def tiny_framepack_image_encoder_pipeline():
+    """HunyuanVideo Framepack's image encoding: a SigLIP vision model, whose pooling head calls an
+    `nn.MultiheadAttention` (it reads `out_proj.weight` without calling `out_proj`). The other components are left out:
+    `encode_image` uses only these two."""
+    import torch
+    from diffusers import HunyuanVideoFramepackPipeline
+    from transformers import SiglipImageProcessor, SiglipVisionConfig, SiglipVisionModel
+
+    torch.manual_seed(0)
+    config = SiglipVisionConfig(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=8,
+        patch_size=4,
+        vision_use_head=True,
+    )
+    feature_extractor = SiglipImageProcessor(size={"height": 8, "width": 8})
+    pipe = HunyuanVideoFramepackPipeline(
+        text_encoder=None,
+        tokenizer=None,
+        transformer=None,
+        vae=None,
+        scheduler=None,
+        text_encoder_2=None,
+        tokenizer_2=None,
+        image_encoder=SiglipVisionModel(config).eval(),
+        feature_extractor=feature_extractor,
+    )
+    image = torch.rand(1, 3, 8, 8, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    return pipe, lambda pipe: pipe.encode_image(image)
+
+
+TINY_OFFLOAD_PIPELINES = {
+    "hunyuan-dit": tiny_hunyuan_dit_pipeline,
+    "stable-audio": tiny_stable_audio_pipeline,
+    "framepack-image-encoder": tiny_framepack_image_encoder_pipeline,
+}
+OFFLOAD_MODES = ("sequential", "group-leaf", "group-block", "model")
+
+
+def offload_diff(pipeline, mode):
+    """Max abs diff of the tiny `pipeline`'s output offloaded in `mode` (on the CPU) to its output without offloading."""
+    import torch
+
+    make = TINY_OFFLOAD_PIPELINES[pipeline]
+    reference, run = make()
+    reference.set_progress_bar_config(disable=True)
+    with torch.no_grad():
+        expected = run(reference)
+    pipe, run = make()
+    pipe.set_progress_bar_config(disable=True)
+    if mode == "sequential":
+        pipe.enable_sequential_cpu_offload(device="cpu")
+    elif mode == "model":
+        pipe.enable_model_cpu_offload(device="cpu")
+    else:
+        offload_type = {"group-leaf": "leaf_level", "group-block": "block_level"}[mode]
+        pipe.enable_group_offload(onload_device=torch.device("cpu"), offload_type=offload_type, num_blocks_per_group=1)
+    with torch.no_grad():
+        output = run(pipe)
+    return (output - expected).abs().max().item()

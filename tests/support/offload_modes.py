@@ -1,0 +1,36 @@
+"""The pipelines whose offload tests upstream skips, in every offload mode: the README's pipeline x mode table.
+
+Each (pipeline, mode) is a scenario of this module's own registry, run on both sides by tests/test_offload_modes.py;
+tests/support/scenarios.py has the demo's rows of the same pipelines (the modes upstream fails in).
+"""
+
+import sys
+
+from .scenarios import _main, exact, scenario
+from .tiny_pipelines import OFFLOAD_MODES, TINY_OFFLOAD_PIPELINES, offload_diff
+
+
+OFFLOAD_MODE_SCENARIOS = {}
+
+
+def _offload(pipeline, mode):
+    def run(workdir):
+        return {"diff": offload_diff(pipeline, mode)}
+
+    return run
+
+
+for _pipeline in TINY_OFFLOAD_PIPELINES:
+    for _mode in OFFLOAD_MODES:
+        scenario(
+            f"{_pipeline} {_mode}",
+            patch=None,
+            summary=f"{_pipeline} (tiny) offloaded in {_mode} mode on the CPU vs. no offload",
+            text="max abs diff to the un-offloaded output {diff}",
+            judge=lambda result: exact([result["diff"]]),
+            registry=OFFLOAD_MODE_SCENARIOS,
+        )(_offload(_pipeline, _mode))
+
+
+if __name__ == "__main__":
+    _main(OFFLOAD_MODE_SCENARIOS, *sys.argv[1:])
