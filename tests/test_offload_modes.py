@@ -25,7 +25,9 @@ def offload_table(upstream, patched):
         cells = []
         for mode in OFFLOAD_MODES:
             name = f"{pipeline} {mode}"
-            cells.append(f"upstream {verdict_cell(upstream[name], name)}<br>patched {verdict_cell(patched[name], name)}")
+            cells.append(
+                f"upstream {verdict_cell(upstream[name], name)}<br>patched {verdict_cell(patched[name], name)}"
+            )
         rows.append(f"| {pipeline} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -34,6 +36,8 @@ def test_every_offload_mode_is_right_patched_and_the_readme_table_is_measured():
     names = list(OFFLOAD_MODE_SCENARIOS)
     upstream = run_scenarios(names, patched=False, module="tests.support.offload_modes")
     patched = run_scenarios(names, patched=True, module="tests.support.offload_modes")
-    assert {name: verdict_cell(patched[name], name) for name in names if verdict_cell(patched[name], name) != "right"} == {}
+    assert {
+        name: verdict_cell(patched[name], name) for name in names if verdict_cell(patched[name], name) != "right"
+    } == {}
     table = offload_table(upstream, patched)
     assert table in (REPO_ROOT / "README.md").read_text(), table

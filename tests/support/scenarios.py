@@ -1520,7 +1520,6 @@ def bnb_4bit_save_after_cpu_forward(workdir):
     }
 
 
-
 # The pipelines whose offload tests upstream skips (tests/support/tiny_pipelines.py TINY_OFFLOAD_PIPELINES); the README's
 # pipeline x mode table is tests/test_offload_modes.py.
 
