@@ -517,11 +517,13 @@ def test_bnb_4bit_save_after_cpu_forward(patched_outcomes):
 
 
 # sequential-offload-preloads-modules-that-read-child-weights: modules that use their children's weights without
-# calling them are loaded as a whole by sequential offloading. Upstream fails earlier on the CPU, with its `cpu:0`.
+# calling them are loaded as a whole by sequential offloading; same-vae-calls-its-bottleneck-as-a-module: the SAME
+# VAE's bottleneck is called as a module. Upstream fails earlier on the CPU, with its `cpu:0`.
 SEQUENTIAL_OFFLOAD_SCENARIOS = [
     "sequential-offload-hunyuan-dit",
     "sequential-offload-stable-audio",
     "sequential-offload-framepack-image-encoder",
+    "sequential-offload-stable-audio-3-audio-to-audio",
 ]
 
 
@@ -541,6 +543,7 @@ def test_sequential_offload(patched_outcomes, name):
 GROUP_OFFLOAD_SCENARIOS = {
     "group-offload-hunyuan-dit": ("transformer", "HunyuanDiT2DModel"),
     "group-offload-stable-audio": ("vae", "AutoencoderOobleck"),
+    "group-offload-stable-audio-3-audio-to-audio": ("vae", "AutoencoderSAME"),
 }
 
 

@@ -1531,14 +1531,28 @@ def _sequential_offload(pipeline):
     return run
 
 
-for _pipeline, _reads in [
-    ("hunyuan-dit", "HunyuanDiTAttentionPool passes its projections' weights to F.multi_head_attention_forward"),
-    ("stable-audio", "the VAE's weight_norm computes its weights in a forward pre-hook"),
-    ("framepack-image-encoder", "SigLIP's pooling head calls nn.MultiheadAttention, which reads out_proj.weight"),
+_PRELOAD = "sequential-offload-preloads-modules-that-read-child-weights.patch"
+for _pipeline, _patch, _reads in [
+    (
+        "hunyuan-dit",
+        _PRELOAD,
+        "HunyuanDiTAttentionPool passes its projections' weights to F.multi_head_attention_forward",
+    ),
+    ("stable-audio", _PRELOAD, "the VAE's weight_norm computes its weights in a forward pre-hook"),
+    (
+        "framepack-image-encoder",
+        _PRELOAD,
+        "SigLIP's pooling head calls nn.MultiheadAttention, which reads out_proj.weight",
+    ),
+    (
+        "stable-audio-3-audio-to-audio",
+        "same-vae-calls-its-bottleneck-as-a-module.patch",
+        "the SAME VAE encodes with its bottleneck's encode method, which no offload hook sees",
+    ),
 ]:
     scenario(
         f"sequential-offload-{_pipeline}",
-        patch="sequential-offload-preloads-modules-that-read-child-weights.patch",
+        patch=_patch,
         summary=f"{_pipeline} (tiny), enable_sequential_cpu_offload(device='cpu') vs. no offload: {_reads}",
         text="max abs diff to the un-offloaded output {diff}",
         judge=lambda result: exact([result["diff"]]),
@@ -1560,7 +1574,11 @@ def _group_offload(pipeline, model_class):
     return run
 
 
-for _pipeline, _model_class in [("hunyuan-dit", "HunyuanDiT2DModel"), ("stable-audio", "AutoencoderOobleck")]:
+for _pipeline, _model_class in [
+    ("hunyuan-dit", "HunyuanDiT2DModel"),
+    ("stable-audio", "AutoencoderOobleck"),
+    ("stable-audio-3-audio-to-audio", "AutoencoderSAME"),
+]:
     scenario(
         f"group-offload-{_pipeline}",
         patch="group-offload-skips-models-that-do-not-support-it.patch",

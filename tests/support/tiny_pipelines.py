@@ -385,6 +385,62 @@ def tiny_stable_audio_pipeline():
     return pipe, lambda pipe: pipe(**inputs, generator=torch.Generator().manual_seed(0)).audios
 
 
+def tiny_stable_audio_3_audio_to_audio_pipeline():
+    """Stable Audio 3's audio-to-audio (it encodes its reference audio): its VAE (`AutoencoderSAME`) has `weight_norm`
+    convolutions, encodes through its bottleneck's `encode` method, and declares `_supports_group_offloading = False`.
+    """
+    import torch
+    from diffusers import AutoencoderSAME, FlowMatchEulerDiscreteScheduler, StableAudio3DiTModel
+    from diffusers.pipelines.stable_audio_3 import StableAudio3AudioToAudioPipeline, StableAudio3DurationEmbedder
+
+    torch.manual_seed(0)
+    transformer = StableAudio3DiTModel(
+        io_channels=8,
+        patch_size=1,
+        embed_dim=32,
+        depth=2,
+        num_heads=4,
+        cond_token_dim=16,
+        global_cond_dim=16,
+        local_add_cond_dim=5,
+        timestep_features_dim=16,
+        ff_mult=2,
+        num_memory_tokens=3,
+        use_differential_attention=False,
+    )
+    vae = AutoencoderSAME(
+        audio_channels=2,
+        patch_size=2,
+        encoder_channels=8,
+        encoder_c_mults=(2,),
+        encoder_strides=(2,),
+        encoder_transformer_depths=(1,),
+        latent_dim=8,
+        use_differential_attention=False,
+        dim_heads=4,
+        ff_mult=2,
+        sampling_rate=16,
+    )
+    pipe = StableAudio3AudioToAudioPipeline(
+        vae=vae.eval(),
+        text_encoder=None,
+        tokenizer=None,
+        duration_embedder=StableAudio3DurationEmbedder(output_dim=16, fourier_dim=16).eval(),
+        transformer=transformer.eval(),
+        scheduler=FlowMatchEulerDiscreteScheduler(num_train_timesteps=1, shift=1.0, stochastic_sampling=False),
+    )
+    generator = torch.Generator().manual_seed(0)
+    inputs = {
+        "prompt_embeds": torch.randn(1, 5, 16, generator=generator),
+        "encoder_attention_mask": torch.ones(1, 5, dtype=torch.long),
+        "audio": torch.randn(1, 2, 16, generator=generator),
+        "duration": 1.0,
+        "num_inference_steps": 2,
+        "output_type": "pt",
+    }
+    return pipe, lambda pipe: pipe(**inputs, generator=torch.Generator().manual_seed(0)).audios
+
+
 def tiny_framepack_image_encoder_pipeline():
     """HunyuanVideo Framepack's image encoding: a SigLIP vision model, whose pooling head calls an
     `nn.MultiheadAttention` (it reads `out_proj.weight` without calling `out_proj`). The other components are left out:
@@ -422,6 +478,7 @@ def tiny_framepack_image_encoder_pipeline():
 TINY_OFFLOAD_PIPELINES = {
     "hunyuan-dit": tiny_hunyuan_dit_pipeline,
     "stable-audio": tiny_stable_audio_pipeline,
+    "stable-audio-3-audio-to-audio": tiny_stable_audio_3_audio_to_audio_pipeline,
     "framepack-image-encoder": tiny_framepack_image_encoder_pipeline,
 }
 OFFLOAD_MODES = ("sequential", "group-leaf", "group-block", "model")
