@@ -562,3 +562,26 @@ def test_group_offload(patched_outcomes, name):
         "in `exclude_modules`. The other components are group offloaded."
     )
     assert result_of(patched_outcomes[name]) == {"diffs": [0.0, 0.0], "warnings": [warning, warning]}
+
+
+# restore-the-accelerate-hooks-the-loaders-remove: a LoRA loaded after the user placed models with accelerate keeps
+# that placement (the same hooks, execution devices and weights maps) instead of enable_sequential_cpu_offload().
+
+
+@upstream
+def test_lora_keeps_user_accelerate_hooks_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["lora-keeps-user-accelerate-hooks"],
+        "RuntimeError",
+        "`enable_sequential_cpu_offload` requires accelerator, but not found",
+    )
+
+
+def test_lora_keeps_user_accelerate_hooks(patched_outcomes):
+    result = result_of(patched_outcomes["lora-keeps-user-accelerate-hooks"])
+    assert set(result["placements"]) == {"cpu_offload", "dispatch_model"}
+    for placement in result["placements"].values():
+        assert placement["hooks_changed"] == 0
+        assert placement["lora_layers_off_their_device"] == 0
+    assert_all_zero(result["placements"]["cpu_offload"]["diffs"], 4)
+    assert_all_zero(result["placements"]["dispatch_model"]["diffs"], 2)

@@ -38,6 +38,7 @@ LEFT_OUT_TOGETHER = {
     "refuse-to-save-a-model-with-lora-adapters-injected.patch": [
         "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"
     ],
+    "sequential-offload-keeps-the-user-device.patch": ["restore-the-accelerate-hooks-the-loaders-remove.patch"],
     "single-file-t5-ties-input-embeddings.patch": ["single-file-t5-in-evaluation-mode.patch"],
     "size-bitsandbytes-components-as-they-will-be-loaded.patch": [
         "count-tied-weights-once-when-planning.patch",

@@ -478,6 +478,115 @@ def bnb_8bit_sequential_offload_and_lora(workdir):
     return {"diffs": diffs, "diffs_with_lora": _diffs(pipe.text_encoder, _encode(reference.text_encoder))}
 
 
+def _accelerate_hooks(model):
+    """{module: (hook object, [(hook class, execution device, offload, weights map keys), ...])} of hooked modules."""
+    from accelerate.hooks import SequentialHook
+
+    hooks = {}
+    for module in model.modules():
+        hook = getattr(module, "_hf_hook", None)
+        if hook is not None:
+            chain = hook.hooks if isinstance(hook, SequentialHook) else [hook]
+            hooks[module] = (hook, [_describe_hook(h) for h in chain])
+    return hooks
+
+
+def _describe_hook(hook):
+    weights_map = getattr(hook, "weights_map", None)
+    keys = None if weights_map is None else sorted(weights_map)
+    return [type(hook).__name__, str(getattr(hook, "execution_device", None)), getattr(hook, "offload", None), keys]
+
+
+def _unet_output(unet):
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    inputs = (
+        torch.randn(1, unet.config.in_channels, 16, 16, generator=generator),
+        10,
+        torch.randn(1, 8, unet.config.cross_attention_dim, generator=generator),
+    )
+    with torch.no_grad():
+        return unet(*inputs).sample
+
+
+def _judge_lora_keeps_user_accelerate_hooks(result):
+    for placement, kept in result["placements"].items():
+        if kept["hooks_changed"]:
+            return WRONG, f"{placement}: {kept['hooks_changed']} hooked modules lost or changed their hooks"
+        if kept["lora_layers_off_their_device"]:
+            return (
+                WRONG,
+                f"{placement}: {kept['lora_layers_off_their_device']} LoRA layers run elsewhere than their base",
+            )
+    return exact(*(kept["diffs"] for kept in result["placements"].values()))
+
+
+@scenario(
+    "lora-keeps-user-accelerate-hooks",
+    patch="restore-the-accelerate-hooks-the-loaders-remove.patch",
+    summary=(
+        "load_lora_weights after the user's accelerate.cpu_offload(unet / text encoder, cpu), and after "
+        "dispatch_model(unet) with a disk offload map, vs. the same LoRA without hooks"
+    ),
+    text=(
+        "hooked modules that lost or changed their hooks: cpu_offload {placements[cpu_offload][hooks_changed]}, "
+        "dispatch_model {placements[dispatch_model][hooks_changed]}; max abs diff per pass cpu_offload "
+        "{placements[cpu_offload][diffs]}, dispatch_model {placements[dispatch_model][diffs]}"
+    ),
+    judge=_judge_lora_keeps_user_accelerate_hooks,
+)
+def lora_keeps_user_accelerate_hooks(workdir):
+    """diffusers #7539: the loaders removed the user's hooks and applied `enable_sequential_cpu_offload()` instead."""
+    import torch
+    from accelerate import cpu_offload, dispatch_model
+
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    reference = load_tiny_sd_pipeline(path)
+    lora = {
+        **_text_encoder_lora(reference.text_encoder),
+        **_text_encoder_lora(reference.unet, prefix="unet", targets=(".to_q", ".to_v")),
+    }
+    reference.load_lora_weights(lora)
+    expected = {"unet": _unet_output(reference.unet), "text_encoder": _encode(reference.text_encoder)}
+
+    placements = {}
+    for placement in ("cpu_offload", "dispatch_model"):
+        pipe = load_tiny_sd_pipeline(path)
+        if placement == "cpu_offload":
+            models = {"unet": pipe.unet, "text_encoder": pipe.text_encoder}
+            for model in models.values():
+                cpu_offload(model, torch.device("cpu"))
+        else:
+            models = {"unet": pipe.unet}
+            # The down and up blocks (with their attention layers) on disk, the rest on the CPU.
+            device_map = {
+                name: "disk" if name.endswith("_blocks") else "cpu" for name, _ in pipe.unet.named_children()
+            }
+            dispatch_model(pipe.unet, device_map=device_map, offload_dir=str(workdir / "offload"))
+        hooks = {name: _accelerate_hooks(model) for name, model in models.items()}
+        pipe.load_lora_weights(lora)
+
+        changed = 0
+        off_device = 0
+        for name, model in models.items():
+            after = _accelerate_hooks(model)
+            changed += sum(after.get(module) != hook for module, hook in hooks[name].items())
+            for module in model.modules():
+                if hasattr(module, "lora_A"):
+                    base = getattr(module.base_layer._hf_hook, "execution_device", None)
+                    for lora_module in (*module.lora_A.values(), *module.lora_B.values()):
+                        off_device += getattr(getattr(lora_module, "_hf_hook", None), "execution_device", None) != base
+        diffs = [
+            (output(models[name]) - expected[name]).abs().max().item()
+            for _ in range(2)
+            for name, output in (("unet", _unet_output), ("text_encoder", _encode))
+            if name in models
+        ]
+        placements[placement] = {"hooks_changed": changed, "lora_layers_off_their_device": off_device, "diffs": diffs}
+    return {"placements": placements}
+
+
 def _judge_save_offloaded_pipeline(result):
     for kind, k in result["kinds"].items():
         if k["text_encoder_equal"] != k["text_encoder_tensors"] or k["unet_equal"] != k["unet_tensors"]:

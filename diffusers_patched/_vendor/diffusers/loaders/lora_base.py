@@ -56,7 +56,13 @@ if is_peft_available():
     from peft.tuners.tuners_utils import BaseTunerLayer
 
 if is_accelerate_available():
-    from accelerate.hooks import AlignDevicesHook, CpuOffload, remove_hook_from_module
+    from accelerate.hooks import (
+        AlignDevicesHook,
+        CpuOffload,
+        SequentialHook,
+        add_hook_to_module,
+        remove_hook_from_module,
+    )
 
 logger = logging.get_logger(__name__)
 
@@ -427,10 +433,8 @@ def _load_lora_into_text_encoder(
             text_encoder.to(device=text_encoder.device, dtype=text_encoder.dtype)
 
         # Offload back.
-        if is_model_cpu_offload:
-            _pipeline.enable_model_cpu_offload(device=getattr(_pipeline, "_offload_device", None))
-        elif is_sequential_cpu_offload:
-            _pipeline.enable_sequential_cpu_offload(device=getattr(_pipeline, "_offload_device", None))
+        if is_model_cpu_offload or is_sequential_cpu_offload:
+            _func_restore_offloading(_pipeline)
         elif is_group_offload:
             for component in _pipeline.components.values():
                 if isinstance(component, torch.nn.Module):
@@ -484,12 +488,161 @@ def _func_optionally_disable_offloading(_pipeline):
             logger.info(
                 "Accelerate hooks detected. Since you have called `load_lora_weights()`, the previous hooks will be first removed. Then the LoRA parameters will be loaded and the hooks will be applied again."
             )
+            removed_hooks = []
             for _, component in _pipeline.components.items():
                 if not isinstance(component, nn.Module) or not hasattr(component, "_hf_hook"):
                     continue
-                remove_hook_from_module(component, recurse=is_sequential_cpu_offload)
+                removed_hooks += _remove_accelerate_hooks(component, recurse=is_sequential_cpu_offload)
+            # Put back by `_func_restore_offloading` once the weights are loaded.
+            _pipeline._removed_accelerate_hooks = removed_hooks
 
     return (is_model_cpu_offload, is_sequential_cpu_offload, is_group_offload)
+
+
+def _func_restore_offloading(_pipeline):
+    """
+    Puts back the accelerate hooks `_func_optionally_disable_offloading` removed from the components of `_pipeline`:
+    the same hooks, with their execution devices and offloaded weights, whether `enable_model_cpu_offload()`,
+    `enable_sequential_cpu_offload()` or the user (e.g. with `accelerate.cpu_offload` or `accelerate.dispatch_model`)
+    installed them.
+
+    Args:
+        _pipeline (`DiffusionPipeline`):
+            The pipeline to restore offloading for.
+    """
+    removed_hooks = _pipeline.__dict__.pop("_removed_accelerate_hooks", [])
+    _restore_accelerate_hooks(removed_hooks, _pipeline.components.values())
+
+
+def _as_hook_list(hook):
+    return list(hook.hooks) if isinstance(hook, SequentialHook) else [hook]
+
+
+def _tensor_specs(module, recurse):
+    tensors = list(module.named_parameters(recurse=recurse)) + list(module.named_buffers(recurse=recurse))
+    return {name: (tensor.shape, tensor.dtype) for name, tensor in tensors}
+
+
+def _remove_accelerate_hooks(module, recurse=False):
+    """
+    Removes the accelerate hooks of `module` (and of its submodules with `recurse`) like `remove_hook_from_module`, and
+    returns what `_restore_accelerate_hooks` needs to put the same hooks back.
+    """
+    removed = []
+    for submodule in module.modules() if recurse else [module]:
+        hook = getattr(submodule, "_hf_hook", None)
+        if hook is None:
+            continue
+        original_devices = {}
+        for align_hook in _as_hook_list(hook):
+            if isinstance(align_hook, AlignDevicesHook) and align_hook.offload:
+                # Weights that were offloaded from the meta device (e.g. by a model loaded with a `device_map`) are
+                # put on the CPU while the hooks are removed, so that they can be read and changed.
+                original_devices[align_hook] = align_hook.original_devices
+                align_hook.original_devices = {
+                    name: torch.device("cpu") if device == torch.device("meta") else device
+                    for name, device in align_hook.original_devices.items()
+                }
+        recurse_tensors = any(getattr(align_hook, "place_submodules", False) for align_hook in _as_hook_list(hook))
+        removed.append(
+            {
+                "module": submodule,
+                "hook": hook,
+                "original_devices": original_devices,
+                # E.g. the warnings `dispatch_model` puts on `.to()` and `.cuda()`, which `remove_hook_from_module` drops.
+                "attributes": dict(submodule.__dict__),
+                # The offloaded weights are only taken from the hook's `weights_map` again if they are unchanged.
+                "tensors": _tensor_specs(submodule, recurse=recurse_tensors),
+                "recurse_tensors": recurse_tensors,
+            }
+        )
+    remove_hook_from_module(module, recurse=recurse)
+    for entry in removed:
+        entry["attributes"] = {
+            name: value
+            for name, value in entry["attributes"].items()
+            if name not in entry["module"].__dict__ and name not in ("_hf_hook", "_old_forward")
+        }
+    return removed
+
+
+def _with_new_weights_map(hook):
+    # A copy of `hook` that takes the weights it offloads from the module again when it is attached.
+    if isinstance(hook, SequentialHook):
+        return SequentialHook(*[_with_new_weights_map(align_hook) for align_hook in hook.hooks])
+    if isinstance(hook, AlignDevicesHook) and hook.offload:
+        hook = copy.copy(hook)
+        hook.weights_map = None
+        hook.tied_params_names = set()
+    return hook
+
+
+def _restore_accelerate_hooks(removed, models):
+    """
+    Attaches the hooks `_remove_accelerate_hooks` removed again, and hooks the modules added to `models` since (e.g.
+    LoRA layers) to run on the execution device of the hooked module nearest to them.
+    """
+    restored = {}
+    for entry in removed:
+        module, hook = entry["module"], entry["hook"]
+        unchanged = _tensor_specs(module, recurse=entry["recurse_tensors"]) == entry["tensors"]
+        if not unchanged:
+            # The loader changed the module's tensors (e.g. resized an embedding): offload them as they are now.
+            hook = _with_new_weights_map(hook)
+        add_hook_to_module(module, hook)
+        if unchanged:
+            for align_hook, original_devices in entry["original_devices"].items():
+                align_hook.original_devices = original_devices
+        module.__dict__.update(entry["attributes"])
+        restored[module] = hook
+
+    for model in models:
+        if not isinstance(model, nn.Module):
+            continue
+        # For each module name, the first hook at or below it that places weights on an execution device.
+        nearest_hooks = {}
+        offloaded_with_submodules = set()
+        for name, module in model.named_modules():
+            if module not in restored:
+                continue
+            hooks = [hook for hook in _as_hook_list(restored[module]) if isinstance(hook, AlignDevicesHook)]
+            if any(hook.place_submodules and hook.offload for hook in hooks):
+                offloaded_with_submodules.add(name)
+            hooks = [hook for hook in hooks if hook.execution_device is not None and not hook.place_submodules]
+            if not hooks:
+                continue
+            prefix = name
+            while True:
+                nearest_hooks.setdefault(prefix, hooks[-1])
+                if not prefix:
+                    break
+                prefix = prefix.rpartition(".")[0]
+        if not nearest_hooks:
+            continue
+
+        for name, module in model.named_modules():
+            if module in restored or hasattr(module, "_hf_hook") or not _tensor_specs(module, recurse=False):
+                continue
+            prefixes = []
+            prefix = name
+            while prefix:
+                prefix = prefix.rpartition(".")[0]
+                prefixes.append(prefix)
+            # A hook that offloads the weights of its submodules already takes care of the modules added below it.
+            if any(prefix in offloaded_with_submodules for prefix in prefixes):
+                continue
+            nearest_hook = next((nearest_hooks[prefix] for prefix in prefixes if prefix in nearest_hooks), None)
+            if nearest_hook is None:
+                continue
+            add_hook_to_module(
+                module,
+                AlignDevicesHook(
+                    execution_device=nearest_hook.execution_device,
+                    offload=nearest_hook.offload,
+                    offload_buffers=nearest_hook.offload_buffers,
+                    skip_keys=nearest_hook.skip_keys,
+                ),
+            )
 
 
 class LoraBaseMixin:

@@ -377,10 +377,10 @@ class PeftAdapterMixin:
             _maybe_warn_for_unhandled_keys(incompatible_keys, adapter_name)
 
             # Offload back.
-            if is_model_cpu_offload:
-                _pipeline.enable_model_cpu_offload(device=getattr(_pipeline, "_offload_device", None))
-            elif is_sequential_cpu_offload:
-                _pipeline.enable_sequential_cpu_offload(device=getattr(_pipeline, "_offload_device", None))
+            if is_model_cpu_offload or is_sequential_cpu_offload:
+                from .lora_base import _func_restore_offloading
+
+                _func_restore_offloading(_pipeline)
             elif is_group_offload:
                 for component in _pipeline.components.values():
                     if isinstance(component, torch.nn.Module):

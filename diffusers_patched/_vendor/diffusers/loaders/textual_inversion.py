@@ -28,13 +28,14 @@ from ..utils import (
     is_transformers_available,
     logging,
 )
+from .lora_base import _remove_accelerate_hooks, _restore_accelerate_hooks
 
 
 if is_transformers_available():
     from transformers import PreTrainedModel, PreTrainedTokenizer
 
 if is_accelerate_available():
-    from accelerate.hooks import AlignDevicesHook, CpuOffload, remove_hook_from_module
+    from accelerate.hooks import AlignDevicesHook, CpuOffload
 
 logger = logging.get_logger(__name__)
 
@@ -422,6 +423,7 @@ class TextualInversionLoaderMixin:
         # 7.1 Offload all hooks in case the pipeline was cpu offloaded before make sure, we offload and onload again
         is_model_cpu_offload = False
         is_sequential_cpu_offload = False
+        removed_hooks = []
         if self.hf_device_map is None:
             for _, component in self.components.items():
                 if isinstance(component, nn.Module):
@@ -436,7 +438,7 @@ class TextualInversionLoaderMixin:
                             "Accelerate hooks detected. Since you have called `load_textual_inversion()`, the previous hooks will be first removed. Then the textual inversion parameters will be loaded and the hooks will be applied again."
                         )
                         if is_sequential_cpu_offload or is_model_cpu_offload:
-                            remove_hook_from_module(component, recurse=is_sequential_cpu_offload)
+                            removed_hooks += _remove_accelerate_hooks(component, recurse=is_sequential_cpu_offload)
 
         # 7.2 save expected device and dtype
         device = text_encoder.device
@@ -456,12 +458,8 @@ class TextualInversionLoaderMixin:
 
         input_embeddings.to(dtype=dtype, device=device)
 
-        # 7.5 Offload the model again, on the device it was offloaded to before
-        offload_device = getattr(self, "_offload_device", None) or device
-        if is_model_cpu_offload:
-            self.enable_model_cpu_offload(device=offload_device)
-        elif is_sequential_cpu_offload:
-            self.enable_sequential_cpu_offload(device=offload_device)
+        # 7.5 Offload the model again: put back the hooks that were removed
+        _restore_accelerate_hooks(removed_hooks, self.components.values())
 
         # / Unsafe Code >
 

@@ -39,7 +39,7 @@ from ..utils import (
     logging,
 )
 from ..utils.torch_utils import empty_device_cache
-from .lora_base import _func_optionally_disable_offloading
+from .lora_base import _func_optionally_disable_offloading, _func_restore_offloading
 from .lora_pipeline import LORA_WEIGHT_NAME, LORA_WEIGHT_NAME_SAFE, TEXT_ENCODER_NAME, UNET_NAME
 from .utils import AttnProcsLayers
 
@@ -201,10 +201,8 @@ class UNet2DConditionLoadersMixin:
             self.to(dtype=self.dtype, device=self.device)
 
         # Offload back.
-        if is_model_cpu_offload:
-            _pipeline.enable_model_cpu_offload(device=getattr(_pipeline, "_offload_device", None))
-        elif is_sequential_cpu_offload:
-            _pipeline.enable_sequential_cpu_offload(device=getattr(_pipeline, "_offload_device", None))
+        if is_model_cpu_offload or is_sequential_cpu_offload:
+            _func_restore_offloading(_pipeline)
         elif is_group_offload:
             for component in _pipeline.components.values():
                 if isinstance(component, torch.nn.Module):
