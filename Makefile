@@ -9,7 +9,7 @@ STAMP := $(dir $(PYTHON)).diffusers-patched-deps
 OUT ?= dist/patches
 CLI = $(PYTHON) -m tools.cli
 
-.PHONY: wheels refresh-releases install demo test test-fast test-gpu check-patches vendor export-patches edit refresh rebase rebase-continue bench lint
+.PHONY: wheels requirements publish refresh-releases install demo test test-fast test-gpu check-patches vendor export-patches edit refresh rebase rebase-continue bench lint
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -22,6 +22,16 @@ $(STAMP): pyproject.toml constraints.txt | $(PYTHON)
 # The package itself is reinstalled every time (non-editable, so its .pth file is installed too).
 install: $(STAMP)
 	$(PYTHON) -m pip install --quiet --no-deps --no-build-isolation --force-reinstall .
+
+# dist/requirements-<release>.txt: that release's diffusers and diffusers-patched with their sha256, for --require-hashes.
+requirements: wheels
+	$(CLI) requirements --dist dist
+
+# Uploads dist/'s wheels with twine to REPOSITORY_URL (default: PyPI; INDEX_URL: its simple index if not derivable),
+# credentials from TWINE_USERNAME/TWINE_PASSWORD or ~/.pypirc. Refuses wheels this commit does not build, a commit
+# whose per-release checks (`make test`) did not pass, and a file already on the index with other bytes.
+publish: wheels
+	$(CLI) publish --dist dist $(if $(REPOSITORY_URL),--repository-url $(REPOSITORY_URL)) $(if $(INDEX_URL),--index-url $(INDEX_URL))
 
 # UPSTREAM=X.Y.Z: the demo table on another supported release (its wheel over the verified stack, see tools/demo.py).
 demo: install

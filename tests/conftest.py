@@ -42,6 +42,16 @@ def python():
     return run_python
 
 
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory):
+    """`make wheels` into a scratch dist/ (tests/test_releases.py, tests/test_publish.py)."""
+    from tools import series, wheels
+
+    out = tmp_path_factory.mktemp("dist")
+    wheels.build_wheels(series.Project(REPO_ROOT), out)
+    return out
+
+
 # One interpreter per side runs every scenario; a session that only asks for one side (`make test-fast`) runs only it.
 @pytest.fixture(scope="session")
 def upstream_outcomes():
@@ -73,3 +83,20 @@ def gpu_upstream_outcomes():
 @pytest.fixture(scope="session")
 def gpu_patched_outcomes():
     return _gpu_outcomes(patched=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Record the commit on which every per-release check (tests/test_releases.py) passed, unselected by nothing and
+    with nothing uncommitted: `make publish` uploads only a commit so checked (tools/publish.py)."""
+    from tools import publish
+    from tools.series import git
+
+    options = session.config.option
+    ran_releases = any(item.path.name == "test_releases.py" for item in session.items)
+    if exitstatus != 0 or not ran_releases or options.keyword or options.markexpr or options.deselect:
+        return
+    if git(REPO_ROOT, "status", "--porcelain", "--untracked-files=no").stdout.strip():
+        return
+    stamp = REPO_ROOT / publish.RELEASE_CHECKS_STAMP
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps({"commit": git(REPO_ROOT, "rev-parse", "HEAD").stdout.strip()}) + "\n")

@@ -37,14 +37,6 @@ def wheel_name(version):
 
 
 @pytest.fixture(scope="session")
-def dist(tmp_path_factory):
-    """`make wheels` into a scratch dist/."""
-    out = tmp_path_factory.mktemp("dist")
-    wheels.build_wheels(PROJECT, out)
-    return out
-
-
-@pytest.fixture(scope="session")
 def sites(dist):
     return {version: wheels.release_site(PROJECT, version, dist / wheel_name(version)) for version in OLDER}
 

@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import series, wheels
+from . import publish, series, wheels
 
 
 COMMANDS = {
@@ -16,6 +16,8 @@ COMMANDS = {
     "refresh-releases": "replay the series onto every other supported release and rewrite their records",
     "add-release": "support another diffusers release: record its sdist; the series is replayed onto it",
     "wheels": "build one wheel per supported release (or --release X) and SHA256SUMS into --out",
+    "requirements": "write --dist's requirements-<release>.txt: diffusers and diffusers-patched pinned with hashes",
+    "publish": "upload --dist's wheels to --repository-url with twine, after checking them, the commit and the index",
     "rebase": "replay the series onto another upstream release with a 3-way merge",
     "rebase-continue": "continue a rebase after resolving its conflicts",
 }
@@ -67,6 +69,11 @@ def run(args):
     if args.command == "wheels":
         paths = wheels.build_wheels(project, args.out, args.release)
         return "\n".join([*map(str, paths), str(args.out / "SHA256SUMS")])
+    if args.command == "requirements":
+        return "\n".join(map(str, publish.write_requirements(project, args.dist)))
+    if args.command == "publish":
+        done = publish.publish(project, args.dist, args.repository_url, args.index_url)
+        return "\n".join(f"{state}: {name} sha256 {sha256}" for name, sha256, state in done)
     if args.command == "refresh":
         names = series.refresh(project)
         return "patches, base record and vendored tree rewritten: " + ", ".join(names)
@@ -109,6 +116,11 @@ def main(argv=None):
         if name == "wheels":
             command.add_argument("--out", type=Path, default=Path("dist"))
             command.add_argument("--release", action="append", help="only this release (repeatable)")
+        if name in ("requirements", "publish"):
+            command.add_argument("--dist", type=Path, default=Path("dist"))
+        if name == "publish":
+            command.add_argument("--repository-url", default=publish.PYPI_UPLOAD_URL, help="twine's upload URL")
+            command.add_argument("--index-url", help="its PEP 503 simple index (default: derived from the upload URL)")
     args = parser.parse_args(argv)
     try:
         print(run(args))
