@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO_ROOT
 
 from tests.support.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
-from tools import series, wheels
+from tools import series, vendoring, wheels
 
 
 PROJECT = series.Project(REPO_ROOT)
@@ -63,7 +63,7 @@ def site_without(patch, primary, directory):
     names = [name for name in PROJECT.read_series() if name not in left_out]
     site = directory / "site"
     site.mkdir()
-    wheels.build_tree(PROJECT, PRIMARY, site, vendor=series.build_vendor(PROJECT, repo, names))
+    wheels.build_tree(PROJECT, PRIMARY, site, vendor=vendoring.build_vendor(PROJECT, repo, names))
     return site, left_out
 
 

@@ -16,7 +16,8 @@ import urllib.request
 import pytest
 from conftest import REPO_ROOT
 
-from tools import publish, series, wheels
+from tools import publish, series, upstream, wheels
+from tools.git import git
 
 
 PROJECT = series.Project(REPO_ROOT)
@@ -64,7 +65,7 @@ def checked_clone(tmp_path_factory):
     checkout; here it is the precondition, the index is under test)."""
     clone = tmp_path_factory.mktemp("clone") / "repo"
     subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], check=True)
-    commit = series.git(clone, "rev-parse", "HEAD").stdout.strip()
+    commit = git(clone, "rev-parse", "HEAD").stdout.strip()
     stamp = clone / publish.RELEASE_CHECKS_STAMP
     stamp.parent.mkdir(parents=True)
     stamp.write_text(json.dumps({"commit": commit}))
@@ -99,11 +100,11 @@ def pip_choice(tmp_path, index_url, *requirements, options=()):
 def test_publish_then_install_from_the_index_as_a_production_image(dist, index, checked_clone, credentials, tmp_path):
     url, _ = index
     done = publish.publish(checked_clone, dist, url)
-    assert [(name, state) for name, _, state in done] == [
+    assert sorted((name, state) for name, _, state in done) == sorted(
         (f"diffusers_patched-{version}.post{POST}-py3-none-any.whl", "uploaded")
         for version in PROJECT.supported_releases()
-    ]
-    assert all(sha256 == series.sha256_of(dist / name) for name, sha256, _ in done)
+    )
+    assert all(sha256 == upstream.sha256_of(dist / name) for name, sha256, _ in done)
 
     index_url = url + "simple/"
     pinned = pip_choice(tmp_path, index_url, f"diffusers=={PINNED}", "diffusers-patched")

@@ -22,7 +22,7 @@ from conftest import REPO_ROOT, run_python
 
 from tests.support.carried_tests import run_carried_tests, skipped_tests, write_carried_tests
 from tests.support.scenarios import SCENARIOS, run_scenarios
-from tools import series, wheels
+from tools import series, upstream, wheels
 
 
 PROJECT = series.Project(REPO_ROOT)
@@ -127,7 +127,7 @@ def test_status_names_the_release_and_the_guards_pass(version, sites, tmp_path):
 def test_wheels_pin_their_release_and_rebuild_byte_identical(dist, tmp_path):
     assert sorted(path.name for path in dist.glob("*.whl")) == sorted(map(wheel_name, [PRIMARY, *OLDER]))
     sums = (dist / "SHA256SUMS").read_text().splitlines()
-    assert sums == [f"{series.sha256_of(path)}  {path.name}" for path in sorted(dist.glob("*.whl"))]
+    assert sums == [f"{upstream.sha256_of(path)}  {path.name}" for path in sorted(dist.glob("*.whl"))]
     for version in [PRIMARY, *OLDER]:
         with zipfile.ZipFile(dist / wheel_name(version)) as wheel:
             metadata = wheel.read(f"diffusers_patched-{version}.post{POST}.dist-info/METADATA").decode()

@@ -5,6 +5,7 @@ session-wide temporary cache (DIFFUSERS_PATCHED_CACHE) that holds the real prist
 releases built from it, so the real checkout and the user's cache are never written to.
 """
 
+import hashlib
 import io
 import json
 import os
@@ -18,11 +19,13 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT
 
-from tools import series
+from tools import series, upstream, vendoring
+from tools.git import git
+from tools.releases import refresh_releases, release_checkout, release_plan
 
 
 def run_git(repo, *args):
-    """Plain git, independent of series.git, with an isolated configuration."""
+    """Plain git, independent of git, with an isolated configuration."""
     result = subprocess.run(
         ["git", "-C", str(repo), *args], env={**os.environ, **GIT_ENV}, capture_output=True, text=True
     )
@@ -32,7 +35,7 @@ def run_git(repo, *args):
 
 BASE = json.loads((REPO_ROOT / "patches" / "base.json").read_text())
 RELEASES = json.loads((REPO_ROOT / "patches" / "releases.json").read_text())
-OLDER = sorted(RELEASES["releases"], key=series.version_key, reverse=True)
+OLDER = sorted(RELEASES["releases"], key=upstream.version_key, reverse=True)
 SERIES = [
     line.split("#", 1)[0].strip()
     for line in (REPO_ROOT / "patches" / "series").read_text().splitlines()
@@ -108,7 +111,7 @@ def make_release(source_sdist, dest_dir, version, changes):
 def releases(tmp_path_factory):
     """A cache with the real pristine sdist and synthetic upstream releases 0.42.2 (lines inserted above the
     patched region), 0.42.3 (the patched lines changed) and 0.42.4 (the first patch already applied)."""
-    real_sdist = series.fetch_sdist(BASE["version"], BASE["sdist_sha256"])  # the user's cache, read only
+    real_sdist = upstream.fetch_sdist(BASE["version"], BASE["sdist_sha256"])  # the user's cache, read only
     cache = tmp_path_factory.mktemp("cache")
     sdists = cache / "sdists"
     sdists.mkdir()
@@ -140,7 +143,7 @@ def releases(tmp_path_factory):
     make_release(real_sdist, sdists, "0.42.4", patched)
     # The real sdists of the other supported releases, which `check` replays the series onto.
     for version in OLDER:
-        sdist = series.fetch_sdist(version, RELEASES["releases"][version]["sdist_sha256"])
+        sdist = upstream.fetch_sdist(version, RELEASES["releases"][version]["sdist_sha256"])
         shutil.copyfile(sdist, sdists / sdist.name)
     return {"cache": cache, "sdist": real_sdist}
 
@@ -175,7 +178,7 @@ def first_patch_project(tmp_path, releases):
     project = series.Project(root)
     project.write_series([FIRST_PATCH])
     project.write_base({**BASE, "files": {PATCHED_FILE: BASE["files"][PATCHED_FILE]}})
-    series.vendor(project)
+    vendoring.vendor(project)
     return project
 
 
@@ -231,7 +234,7 @@ def test_exported_patches_git_am_onto_the_pristine_sdist_giving_the_vendored_fil
     assert [path.name for path in paths] == (out / "series").read_text().split() == SERIES[: len(paths)]
     # A fresh repository from the pristine sdist, made without series.py.
     fresh = tmp_path / "fresh"
-    series.extract_sdist(releases["sdist"], f"diffusers-{BASE['version']}/", fresh)
+    upstream.extract_sdist(releases["sdist"], f"diffusers-{BASE['version']}/", fresh)
     run_git(fresh, "init", "--quiet")
     run_git(fresh, "add", "--all", "--force")
     run_git(fresh, "commit", "--quiet", "-m", "pristine")
@@ -249,7 +252,7 @@ def test_exported_patches_git_am_onto_the_pristine_sdist_giving_the_vendored_fil
 
 def test_vendor_regenerates_the_identical_tree(project):
     shutil.rmtree(project.vendor_dir)
-    assert series.vendor(project) == SERIES
+    assert vendoring.vendor(project) == SERIES
     assert vendor_tree(project.root) == vendor_tree(REPO_ROOT)
     assert snapshot(project.root) == snapshot(REPO_ROOT)
 
@@ -351,7 +354,7 @@ def test_pristine_sdist_with_the_wrong_hash(project, tmp_path, monkeypatch, rele
     monkeypatch.setenv("DIFFUSERS_PATCHED_CACHE", str(cache))
     message = series_error(series.check, project)
     assert str(sdist) in message
-    assert series.sha256_of(sdist) in message and BASE["sdist_sha256"] in message
+    assert upstream.sha256_of(sdist) in message and BASE["sdist_sha256"] in message
     assert f"Delete {sdist} so that it is downloaded again" in message
     assert snapshot(project.root) == snapshot(REPO_ROOT)
 
@@ -416,8 +419,8 @@ def test_rebase_onto_release_with_lines_inserted_above_the_patch(first_patch_pro
     base = project.read_base()
     assert base == {
         "version": "0.42.2",
-        "sdist_sha256": series.sha256_of(sdist),
-        "files": {PATCHED_FILE: series.hashlib.sha256(new_pristine).hexdigest()},
+        "sdist_sha256": upstream.sha256_of(sdist),
+        "files": {PATCHED_FILE: hashlib.sha256(new_pristine).hexdigest()},
     }
     # The vendored module is the old patched one with upstream's new lines: new pristine + series.
     at = old.index("\nimport importlib\n") + 1
@@ -535,7 +538,7 @@ def test_refresh_adds_a_new_commit_as_a_new_patch(project):
     assert "src/diffusers/utils/doc_utils.py" in project.read_base()["files"]
     # The new patch touches a new file: every other release's record follows it.
     assert "make refresh-releases" in series_error(series.check, project)
-    assert series.refresh_releases(project) == {version: [] for version in OLDER}
+    assert refresh_releases(project) == {version: [] for version in OLDER}
     for version in OLDER:
         assert "src/diffusers/utils/doc_utils.py" in project.release_record(version)["files"]
     assert series.check(project) == names
@@ -554,8 +557,8 @@ def test_refresh_refuses_uncommitted_changes(project):
 def test_edit_refuses_to_discard_commits_not_yet_refreshed(project):
     series.edit(project)
     (project.work_dir / "NEW_FILE").write_text("work in progress\n")
-    series.git(project.work_dir, "add", "NEW_FILE")
-    series.git(project.work_dir, "commit", "--quiet", "-m", "Work in progress")
+    git(project.work_dir, "add", "NEW_FILE")
+    git(project.work_dir, "commit", "--quiet", "-m", "Work in progress")
     message = series_error(series.edit, project)
     assert "holds work that is not in patches/ yet" in message and "make refresh" in message
     assert (project.work_dir / "NEW_FILE").exists()
@@ -595,7 +598,7 @@ def empty_project(tmp_path):
     project = series.Project(root)
     project.write_series([])
     project.write_base({**BASE, "files": {}})
-    series.vendor(project)
+    vendoring.vendor(project)
     return project
 
 
@@ -842,7 +845,7 @@ def test_every_git_and_ruff_call_goes_through_the_isolated_wrapper(empty_project
         calls.append((command, kwargs.get("env") or {}))
         return real_run(command, **kwargs)
 
-    monkeypatch.setattr(series.subprocess, "run", recording_run)
+    monkeypatch.setattr(subprocess, "run", recording_run)
     series.check(project)
     series.edit(project)
     assert {command[0] for command, _ in calls} == {"git", sys.executable}
@@ -867,11 +870,11 @@ def test_sdist_extraction_refuses_members_outside_the_tree(tmp_path, monkeypatch
     if filters.startswith("without"):
         monkeypatch.delattr(tarfile, "data_filter", raising=False)
     good = sdist_with(tmp_path, ["diffusers-9.9.9/src/a.py"])
-    series.extract_sdist(good, "diffusers-9.9.9/", tmp_path / "good")
+    upstream.extract_sdist(good, "diffusers-9.9.9/", tmp_path / "good")
     assert (tmp_path / "good" / "src" / "a.py").read_bytes() == b"ok\n"
     bad = sdist_with(tmp_path, ["diffusers-9.9.9/../../escaped.py"])
     with pytest.raises(series.SeriesError, match="would be extracted outside"):
-        series.extract_sdist(bad, "diffusers-9.9.9/", tmp_path / "bad" / "tree")
+        upstream.extract_sdist(bad, "diffusers-9.9.9/", tmp_path / "bad" / "tree")
     assert not (tmp_path / "escaped.py").exists() and not (tmp_path / "bad" / "escaped.py").exists()
 
 
@@ -912,11 +915,11 @@ def _committed_backport_files(root, version, name, project):
     committed = series.Project(root)
     scratch = project.root.parent / "committed-replay"
     series.scratch_checkout(committed, scratch / "primary")
-    series.release_checkout(committed, scratch / "primary", scratch / version, version)
+    release_checkout(committed, scratch / "primary", scratch / version, version)
     repo = scratch / version
     commit = next(commit for commit in series.series_commits(repo) if series.commit_name(repo, commit) == name)
     paths = run_git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", commit).split()
-    return {path: series.git(repo, "show", f"{commit}:{path}", binary=True).stdout for path in paths}
+    return {path: git(repo, "show", f"{commit}:{path}", binary=True).stdout for path in paths}
 
 
 def test_backport_that_no_longer_applies_names_it_and_the_command(project):
@@ -933,7 +936,7 @@ def test_backport_that_no_longer_applies_names_it_and_the_command(project):
 
 def test_unnecessary_backport_is_reported(project, tmp_path):
     series.scratch_checkout(project, tmp_path / "primary")
-    plan = series.release_checkout(project, tmp_path / "primary", tmp_path / "release", REPLAYING_RELEASE)
+    plan = release_checkout(project, tmp_path / "primary", tmp_path / "release", REPLAYING_RELEASE)
     name = plan[0][0]
     backport = project.backport_path(REPLAYING_RELEASE, name)
     backport.parent.mkdir(parents=True)
@@ -957,10 +960,10 @@ def test_skipped_patch_needs_a_reason_and_is_left_out_of_the_release(project):
     releases["releases"][REPLAYING_RELEASE]["skipped"] = {SERIES[0]: ""}
     project.write_releases(releases)
     record = project.release_record(REPLAYING_RELEASE)
-    message = series_error(series.release_plan, project, REPLAYING_RELEASE, record, SERIES)
+    message = series_error(release_plan, project, REPLAYING_RELEASE, record, SERIES)
     assert f"{REPLAYING_RELEASE} skips {SERIES[0]} without a reason" in message
     record["skipped"] = {SERIES[0]: "upstream's load_sub_model differs on this release"}
-    assert [name for name, _, _ in series.release_plan(project, REPLAYING_RELEASE, record, SERIES)] == SERIES[1:]
+    assert [name for name, _, _ in release_plan(project, REPLAYING_RELEASE, record, SERIES)] == SERIES[1:]
 
 
 @pytest.mark.parametrize("command", ["edit", "refresh", "wheels", "demo"])

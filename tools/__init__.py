@@ -1,1 +1,5 @@
-"""Maintainer tooling: the patch series (series, cli), `make demo` and `make bench`. Not shipped in the wheel."""
+"""Maintainer tooling: the patch series (series, releases, vendoring, upstream, git, cli), `make demo` and `make bench`. Not shipped in the wheel."""
+
+
+class SeriesError(Exception):
+    """A problem with the series, the pristine upstream or the vendored tree, with its remedy."""

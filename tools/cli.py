@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import publish, series, wheels
+from . import publish, releases, series, vendoring, wheels
 
 
 COMMANDS = {
@@ -26,7 +26,7 @@ COMMANDS = {
 def run(args):
     project = series.Project(args.root)
     if args.command == "vendor":
-        entries = series.vendor(project)
+        entries = vendoring.vendor(project)
         return f"vendored tree regenerated from {len(entries)} patch(es)"
     if args.command == "check":
         entries = series.check(project)
@@ -60,9 +60,9 @@ def run(args):
             "patches/releases.json and its backports rewritten"
         )
     if args.command == "refresh-releases":
-        return "\n".join(_release_report(series.refresh_releases(project))) or "no other supported release"
+        return "\n".join(_release_report(releases.refresh_releases(project))) or "no other supported release"
     if args.command == "add-release":
-        series.add_release(project, args.version)
+        releases.add_release(project, args.version)
         return (
             f"diffusers {args.version} added to patches/releases.json; `make check-patches` replays the series onto it"
         )

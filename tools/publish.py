@@ -22,7 +22,8 @@ import urllib.request
 from configparser import ConfigParser
 from pathlib import Path
 
-from . import series, wheels
+from . import series, upstream, wheels
+from .git import git
 
 
 PYPI_UPLOAD_URL = "https://upload.pypi.org/legacy/"
@@ -80,8 +81,8 @@ def has_credentials(repository_url, pypirc=None):
 
 def check_release_checks_passed(project):
     """The per-release checks passed on this commit, with nothing uncommitted; returns the commit."""
-    commit = series.git(project.root, "rev-parse", "HEAD").stdout.strip()
-    dirty = series.git(project.root, "status", "--porcelain", "--untracked-files=no").stdout.strip()
+    commit = git(project.root, "rev-parse", "HEAD").stdout.strip()
+    dirty = git(project.root, "status", "--porcelain", "--untracked-files=no").stdout.strip()
     stamp = project.root / RELEASE_CHECKS_STAMP
     passed_on = json.loads(stamp.read_text())["commit"] if stamp.exists() else None
     if dirty or passed_on != commit:
@@ -141,7 +142,7 @@ def publish(project, dist, repository_url=PYPI_UPLOAD_URL, index_url=None):
     commit = check_release_checks_passed(project)
     present = files_on_index(index_url)
     paths = check_wheels_are_this_commits(project, dist, commit)
-    hashes = {path: series.sha256_of(path) for path in paths}
+    hashes = {path: upstream.sha256_of(path) for path in paths}
     clashes = [path.name for path in paths if path.name in present and present[path.name] != hashes[path]]
     if clashes:
         raise PublishError(
@@ -176,10 +177,10 @@ def write_requirements(project, dist):
             continue
         wheel = found[-1]
         patched_version = wheel.name.split("-")[1]
-        upstream = wheels.cached_wheel(f"{series.UPSTREAM}=={version}")
+        upstream_wheel = wheels.cached_wheel(f"{upstream.UPSTREAM}=={version}")
         lines = [
-            f"{series.UPSTREAM}=={version} --hash=sha256:{series.sha256_of(upstream)}",
-            f"{PROJECT_NAME}=={patched_version} --hash=sha256:{series.sha256_of(wheel)}",
+            f"{upstream.UPSTREAM}=={version} --hash=sha256:{upstream.sha256_of(upstream_wheel)}",
+            f"{PROJECT_NAME}=={patched_version} --hash=sha256:{upstream.sha256_of(wheel)}",
         ]
         path = Path(dist) / f"requirements-{version}.txt"
         path.write_text("\n".join(lines) + "\n")

@@ -1,4 +1,4 @@
-"""The patch series: pristine upstream + `patches/series` -> vendored tree, with check, export and rebase.
+"""The patch series: pristine upstream + `patches/series`, with check, export, edit, refresh and rebase.
 
 Every operation drives real git in a scratch repository whose first commit is the pristine upstream
 sdist and whose following commits are the series, one commit per patch (`git am`). Exports use
@@ -11,20 +11,17 @@ is applied and stripped when it is exported, so patch files never contain it.
 
 import hashlib
 import json
-import os
-import pprint
 import re
 import shutil
-import subprocess
 import sys
-import tarfile
 import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+
+from . import SeriesError, releases, upstream, vendoring
+from .git import git, run_isolated
 
 
-UPSTREAM = "diffusers"
 REPO_ROOT = Path(__file__).resolve().parents[1]
-UPSTREAM_SOURCE_DIR = "src/"
 FORMAT_PATCH_FLAGS = [
     "--keep-subject",
     "--no-stat",
@@ -39,26 +36,9 @@ FORMAT_PATCH_FLAGS = [
 AM_FLAGS = ["--quiet", "--keep-non-patch"]
 PATCH_FILENAME = "Patch-Filename"
 _PATCH_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*\.patch")
-# Pristine and scratch commits get fixed identities and dates so their ids never churn; no user or system
-# configuration (hooks, trailer or diff settings) and a fixed locale, so results do not depend on the machine.
-_ISOLATED_ENV = {
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "LC_ALL": "C",
-    "GIT_AUTHOR_NAME": "diffusers-patched",
-    "GIT_AUTHOR_EMAIL": "diffusers-patched@localhost",
-    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
-    "GIT_COMMITTER_NAME": "diffusers-patched",
-    "GIT_COMMITTER_EMAIL": "diffusers-patched@localhost",
-    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
-}
 SERIES_HEADER = "# diffusers-patched series: applied in order onto pristine diffusers (see base.json).\n"
 _PRIMARY_REMEDY = "Rebuild the patch with `make edit` + `make refresh` (or `make rebase` if upstream moved)."
 _HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@.*$", re.MULTILINE)
-
-
-class SeriesError(Exception):
-    """A problem with the series, the pristine upstream or the vendored tree, with its remedy."""
 
 
 class Project:
@@ -100,7 +80,7 @@ class Project:
 
     def supported_releases(self):
         """The primary first, then the older releases, newest first."""
-        older = sorted(self.read_releases()["releases"], key=version_key, reverse=True)
+        older = sorted(self.read_releases()["releases"], key=upstream.version_key, reverse=True)
         return [self.read_base()["version"], *older]
 
     def release_record(self, version):
@@ -154,105 +134,6 @@ class Project:
 
     def write_series(self, entries):
         self.series_file.write_text(SERIES_HEADER + "".join(f"{name}\n" for name in entries))
-
-
-def run_isolated(command, cwd, check=True, input=None, binary=False, env=None):
-    """Run a tool (git, ruff, upstream's scripts) in `cwd` with the isolated environment.
-
-    Output is text unless `binary`: patch files and pristine blobs are compared and hashed byte for byte.
-    """
-    result = subprocess.run(
-        command,
-        cwd=cwd,
-        # The tools installed with this Python come first: upstream's scripts call `ruff` by name.
-        env={
-            **os.environ,
-            **_ISOLATED_ENV,
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]),
-            **(env or {}),
-        },
-        input=input,
-        capture_output=True,
-        check=False,
-        **({} if binary else {"encoding": "utf-8", "errors": "replace"}),
-    )
-    if check and result.returncode != 0:
-        stderr = result.stderr.decode(errors="replace") if binary else result.stderr
-        raise SeriesError(f"{' '.join(map(str, command))} failed in {cwd}:\n{stderr}")
-    return result
-
-
-def git(repo, *args, **kwargs):
-    return run_isolated(["git", *args], repo, **kwargs)
-
-
-def version_key(version):
-    return tuple(int(part) for part in re.findall(r"\d+", version))
-
-
-def sha256_of(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def cache_dir():
-    return Path(os.environ.get("DIFFUSERS_PATCHED_CACHE", Path.home() / ".cache" / "diffusers-patched"))
-
-
-def fetch_sdist(version, expected_sha256=None):
-    """The upstream sdist for `version`, from the cache or downloaded with pip, verified when a hash is known."""
-    sdist = cache_dir() / "sdists" / f"{UPSTREAM}-{version}.tar.gz"
-    if not sdist.exists():
-        sdist.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=sdist.parent) as download_dir:
-            result = subprocess.run(
-                [sys.executable, "-m", "pip", "download", f"{UPSTREAM}=={version}", "--no-deps", "--no-binary",
-                 ":all:", "--no-build-isolation", "--quiet", "-d", download_dir],
-                capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            downloaded = Path(download_dir) / sdist.name
-            if result.returncode != 0 or not downloaded.exists():
-                raise SeriesError(
-                    f"could not download the sdist of {UPSTREAM}=={version}: is it a released version? "
-                    f"(`pip index versions {UPSTREAM}` lists them)\npip said: {result.stderr.strip()[-2000:]}"
-                )
-            downloaded.rename(sdist)
-    found = sha256_of(sdist)
-    if expected_sha256 is not None and found != expected_sha256:
-        raise SeriesError(
-            f"{sdist} has sha256 {found}, but patches/ records {expected_sha256} for {UPSTREAM} {version} "
-            f"(base.json or releases.json). Delete {sdist} so that it is downloaded again; if upstream really "
-            f"re-published {version}, review the change and update the record."
-        )
-    return sdist
-
-
-def pristine_repo(version, expected_sha256=None):
-    """A cached git repository with one commit: the pristine upstream sdist for `version`."""
-    sdist = fetch_sdist(version, expected_sha256)
-    repo = cache_dir() / "pristine" / f"{UPSTREAM}-{version}-{sha256_of(sdist)[:16]}"
-    if repo.exists():
-        return repo
-    repo.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=repo.parent))
-    extract_sdist(sdist, f"{UPSTREAM}-{version}/", staging)
-    git(staging, "init", "--quiet", "--initial-branch=upstream")
-    git(staging, "add", "--all", "--force")
-    git(staging, "commit", "--quiet", "--no-verify", "-m", f"{UPSTREAM} {version} (pristine sdist)")
-    staging.rename(repo)
-    return repo
-
-
-def extract_sdist(sdist, prefix, dest):
-    """Extract the regular files under `prefix` of the tarball `sdist` into `dest`, without `prefix`."""
-    with tarfile.open(sdist) as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
-        for member in members:
-            member.name = member.name[len(prefix) :]
-            path = PurePosixPath(member.name)
-            if path.is_absolute() or ".." in path.parts:
-                raise SeriesError(f"{sdist}: member {prefix}{member.name} would be extracted outside {dest}.")
-        # The "data" filter (Python >= 3.10.12 / 3.11.4 only) also drops special permission bits.
-        tar.extractall(dest, members=members, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
 
 
 def _patch_hunks(patch_text):
@@ -324,10 +205,10 @@ def apply_patch(repo, name, patch, three_way, remedy=_PRIMARY_REMEDY):
     if result.returncode != 0:
         git(repo, "am", "--abort", check=False)
         raise SeriesError(f"{name} could not be applied with git am: {result.stderr}")
-    _name_commit(repo, name)
+    name_commit(repo, name)
 
 
-def _name_commit(repo, name):
+def name_commit(repo, name):
     # git places the trailer as `git commit --trailer` would: in the DEP-3 trailer block if there is one.
     git(repo, "-c", "trailer.ifexists=replace", "commit", "--quiet", "--amend", "--no-edit", "--no-verify",
         "--cleanup=verbatim", "--trailer", f"{PATCH_FILENAME}: {name}")  # fmt: skip
@@ -337,21 +218,9 @@ def scratch_checkout(project, dest, base=None, three_way=False):
     """A fresh clone of the pristine base in `dest` with the series applied as commits; returns the series entries."""
     base = base or project.read_base()
     entries = project.read_series()
-    clone_pristine(base["version"], base["sdist_sha256"], dest)
+    upstream.clone_pristine(base["version"], base["sdist_sha256"], dest)
     apply_series(project, dest, entries, three_way)
     return entries
-
-
-def clone_pristine(version, sdist_sha256, dest, primary=None):
-    """`dest`: a fresh clone of pristine `version` (tag `pristine`). `primary`: a repository whose HEAD (the series
-    as written) is fetched too, for the blobs that 3-way merges of the series' patches need."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    git(dest.parent, "clone", "--quiet", "--shared", str(pristine_repo(version, sdist_sha256)), str(dest))
-    git(dest, "tag", "pristine")
-    if primary is not None:
-        git(dest, "fetch", "--quiet", "--no-tags", str(primary), "HEAD")
 
 
 def replay_without(project, removed, primary, dest):
@@ -359,7 +228,7 @@ def replay_without(project, removed, primary, dest):
     3-way merge (the blobs it needs fetched from `primary`, a `scratch_checkout`). A later patch that no longer applies
     without them is left out too. Returns the names left out, in series order."""
     base = project.read_base()
-    clone_pristine(base["version"], base["sdist_sha256"], dest, primary)
+    upstream.clone_pristine(base["version"], base["sdist_sha256"], dest, primary)
     left_out = []
     for name in project.read_series():
         if name in removed:
@@ -452,124 +321,12 @@ def lint_metadata(name, metadata):
     ]
 
 
-def vendored_files(repo):
-    """{path under src/: content} for every upstream module the series changes or adds."""
-    changed = git(repo, "diff", "--name-only", "--no-renames", "pristine", "HEAD", "--", UPSTREAM_SOURCE_DIR)
-    files = {}
-    for path in changed.stdout.split():
-        if path.endswith(".py") and (repo / path).exists():
-            files[path[len(UPSTREAM_SOURCE_DIR) :]] = (repo / path).read_bytes()
-    return files
-
-
-def module_name(vendored_path):
-    name = vendored_path[: -len(".py")].replace("/", ".")
-    return name[: -len(".__init__")] if name.endswith(".__init__") else name
-
-
-def render_manifest(record, files, patches, supported, post):
-    """The generated `_vendor/__init__.py`: what activation, `status` and the wheel build need, with no I/O at start-up."""
-    modules = {
-        module_name(path): {"path": path, "pristine_sha256": record["files"].get(UPSTREAM_SOURCE_DIR + path)}
-        for path in sorted(files)
-    }
-    return (
-        "# Generated by `make vendor` (or `make wheels`, per release) from patches/. Do not edit.\n"
-        f"UPSTREAM_VERSION = {record['version']!r}\n"
-        # A literal: pyproject.toml reads the package version from it without importing anything.
-        f"VERSION = {record['version'] + '.post' + str(post)!r}\n"
-        f"POST = {post!r}\n"
-        f"SUPPORTED_RELEASES = {supported!r}\n"
-        f"MODULES = {pprint.pformat(modules, width=110)}\n"
-        f"PATCHES = {pprint.pformat(patches, width=110, sort_dicts=False)}\n"
-        f"SKIPPED = {pprint.pformat(record['skipped'], width=110)}\n"
-    )
-
-
-def manifest_entries(repo, names, backported=()):
-    """One manifest entry per patch, as `status` shows it: subject and DEP-3 fields."""
-    patches = []
-    for name, commit in zip(names, series_commits(repo)):
-        metadata = patch_metadata(repo, commit)
-        patches.append(
-            {
-                "file": name,
-                "subject": metadata["subject"],
-                "bugs": metadata["bugs"],
-                "origin": metadata["origin"],
-                # DEP-3: a missing Forwarded field means "no".
-                "forwarded": metadata["forwarded"] or "no",
-                "applied_upstream": metadata["applied_upstream"],
-                "backport": name in backported,
-            }
-        )
-    return patches
-
-
-def build_vendor(project, repo, names, record=None, backported=()):
-    """{relative path under _vendor: bytes} for pristine + series in `repo` (the primary's unless `record` says)."""
-    record = record or {**project.read_base(), "skipped": {}}
-    files = vendored_files(repo)
-    patches = manifest_entries(repo, names, backported)
-    tree = dict(files)
-    supported = project.supported_releases()
-    tree["__init__.py"] = render_manifest(record, files, patches, supported, project.read_releases()["post"]).encode()
-    # Apache-2.0 section 4: ship upstream's license, and say which files were changed and how.
-    tree["LICENSE"] = (repo / "LICENSE").read_bytes()
-    tree["NOTICE"] = render_notice(record, files, patches).encode()
-    return tree
-
-
-def render_notice(base, files, patches):
-    return (
-        f"The Python files in this directory are from {UPSTREAM} {base['version']} (https://github.com/huggingface/"
-        f"{UPSTREAM}),\nCopyright The HuggingFace Team, licensed under the Apache License 2.0 (LICENSE here).\n\n"
-        "diffusers-patched modified them with these patches, in this order (their text is in patches/ of the "
-        "diffusers-patched\nsource distribution and repository):\n"
-        + "".join(
-            f"  {patch['file']}{' (backported to this release)' if patch['backport'] else ''}: {patch['subject']}\n"
-            for patch in patches
-        )
-        + "\nModified files:\n"
-        + "".join(f"  {path}\n" for path in sorted(files))
-    )
-
-
-def current_vendor(project):
-    return {
-        str(p.relative_to(project.vendor_dir)): p.read_bytes()
-        for p in sorted(project.vendor_dir.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
-    }
-
-
-def write_vendor(project, tree, vendor_dir=None):
-    """Write the vendored `tree` ({relative path: bytes}) into `vendor_dir` (the committed one by default), replacing
-    what was there."""
-    vendor_dir = vendor_dir or project.vendor_dir
-    if vendor_dir.exists():
-        shutil.rmtree(vendor_dir)
-    for path, content in tree.items():
-        target = vendor_dir / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
-
-
-def vendor(project):
-    """Regenerate the vendored tree from pristine + series."""
-    with tempfile.TemporaryDirectory() as tmp:
-        repo = Path(tmp) / "work"
-        entries = scratch_checkout(project, repo)
-        write_vendor(project, build_vendor(project, repo, entries))
-    return entries
-
-
 def check(project):
     """Lint the series, apply it exactly, and require vendored tree and patch files to be regenerable as is; then
     replay it onto every other supported release (see `check_release`)."""
     with tempfile.TemporaryDirectory() as tmp:
         entries, _ = _check_in(project, Path(tmp) / "work")
-        problems = check_releases(project, Path(tmp) / "work", Path(tmp) / "releases")
+        problems = releases.check_releases(project, Path(tmp) / "work", Path(tmp) / "releases")
     if problems:
         raise SeriesError("\n".join(problems))
     return entries
@@ -585,8 +342,8 @@ def _check_in(project, repo):
             "patches/base.json does not list the pristine sha256 of exactly the files the series touches; "
             "run `make refresh` after `make edit` to rewrite it."
         )
-    expected = build_vendor(project, repo, entries)
-    found = current_vendor(project)
+    expected = vendoring.build_vendor(project, repo, entries)
+    found = vendoring.current_vendor(project)
     for path in sorted(set(expected) | set(found)):
         if expected.get(path) != found.get(path):
             state = "missing" if path not in found else "unexpected" if path not in expected else "edited"
@@ -654,7 +411,7 @@ def export_patches(project, out_dir, upstream_repo=None):
         for name in exported:
             result = git(repo, "am", *AM_FLAGS, str(out_dir / name), check=False)
             if result.returncode != 0:
-                raise SeriesError(f"exported {name} does not `git am` onto pristine {UPSTREAM} {base['version']} "
+                raise SeriesError(f"exported {name} does not `git am` onto pristine {upstream.UPSTREAM} {base['version']} "
                                   f"without the patches left out ({', '.join(local_only)}):\n{result.stderr}")  # fmt: skip
         problems = lint_style(repo)
         if upstream_repo is not None:
@@ -724,7 +481,7 @@ def _write_from_repo(project, repo, base, names):
     project.write_series(names)
     base["files"] = pristine_hashes(repo)
     project.write_base(base)
-    write_vendor(project, build_vendor(project, repo, names))
+    vendoring.write_vendor(project, vendoring.build_vendor(project, repo, names))
     return names
 
 
@@ -754,7 +511,7 @@ def edit(project, version=None):
     With another supported release, `build/series-<version>` (see `edit_release`).
     """
     if version not in (None, project.read_base()["version"]):
-        return edit_release(project, version)
+        return releases.edit_release(project, version)
     repo = project.work_dir
     if (repo / ".git").exists() and _unrefreshed_work(project, repo):
         raise SeriesError(
@@ -778,7 +535,7 @@ def _unrefreshed_work(project, repo):
 def refresh(project, version=None):
     """Rewrite patches and vendored tree from the commits in `build/series` (another release: `refresh_release`)."""
     if version not in (None, project.read_base()["version"]):
-        return refresh_release(project, version)
+        return releases.refresh_release(project, version)
     repo = project.work_dir
     if not (repo / ".git").exists():
         raise SeriesError(f"{repo} does not exist; run `make edit` first, then commit your change there.")
@@ -799,8 +556,8 @@ def rebase(project, new_version):
             f"a rebase is already in progress in {project.rebase_dir}; finish it with `make rebase-continue` or "
             f"delete {project.rebase_dir} to start over."
         )
-    new_sdist = fetch_sdist(new_version)
-    new_repo = pristine_repo(new_version, sha256_of(new_sdist))
+    new_sdist = upstream.fetch_sdist(new_version)
+    new_repo = upstream.pristine_repo(new_version, upstream.sha256_of(new_sdist))
     repo = project.rebase_dir
     try:
         entries = scratch_checkout(project, repo, base)
@@ -809,7 +566,7 @@ def rebase(project, new_version):
     except BaseException:
         shutil.rmtree(repo, ignore_errors=True)
         raise
-    rebase_state = {"version": new_version, "sdist_sha256": sha256_of(new_sdist), "entries": entries}
+    rebase_state = {"version": new_version, "sdist_sha256": upstream.sha256_of(new_sdist), "entries": entries}
     (repo / ".git" / "diffusers-patched-rebase.json").write_text(json.dumps(rebase_state))
     result = git(repo, "rebase", "--empty=drop", "--onto", "new-pristine", "pristine", check=False)
     if result.returncode != 0:
@@ -836,44 +593,16 @@ def _finish_rebase(project, repo):
     names = series_names(repo)  # the commits' trailers keep their names
     dropped = [name for name in state["entries"] if name not in names]
     old = project.read_base()
-    if version_key(old["version"]) < version_key(state["version"]):
+    if upstream.version_key(old["version"]) < upstream.version_key(state["version"]):
         # The release the series leaves stays a supported target, derived from the series like the others.
-        releases = project.read_releases()
-        releases["releases"].setdefault(old["version"], {"sdist_sha256": old["sdist_sha256"], "files": {}})
-        project.write_releases(releases)
+        records = project.read_releases()
+        records["releases"].setdefault(old["version"], {"sdist_sha256": old["sdist_sha256"], "files": {}})
+        project.write_releases(records)
     base = {"version": state["version"], "sdist_sha256": state["sdist_sha256"], "files": {}}
     _write_from_repo(project, repo, base, names)
-    report = _update_releases(project, repo)
+    report = releases.update_releases(project, repo)
     shutil.rmtree(repo)
     return names, dropped, report
-
-
-def refresh_releases(project):
-    """Replay the series onto every other supported release and rewrite their records (the files the series touches
-    there), e.g. after a new patch; returns {release: problems} (see `_update_releases`)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        scratch_checkout(project, Path(tmp) / "primary")
-        return _update_releases(project, Path(tmp) / "primary")
-
-
-def _update_releases(project, primary_repo):
-    """{release: problems} after the series or the primary changed: each release's record follows the replay; a
-    release that no longer replays, or whose backports became stale or unnecessary, has its problems listed (`make
-    check-patches` fails on them until they are fixed or the release is removed from releases.json)."""
-    report = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for version in project.supported_releases()[1:]:
-            repo = Path(tmp) / version
-            try:
-                release_checkout(project, primary_repo, repo, version)
-            except SeriesError as e:
-                report[version] = [str(e)]
-                continue
-            releases = project.read_releases()
-            releases["releases"][version]["files"] = pristine_hashes(repo)
-            project.write_releases(releases)
-            report[version] = check_release(project, primary_repo, repo, version)
-    return report
 
 
 def _conflict_regions(text):
@@ -897,7 +626,7 @@ def _conflict_report(project, repo):
     state = json.loads((repo / ".git" / "diffusers-patched-rebase.json").read_text())
     name = commit_name(repo, "REBASE_HEAD")
     patch = project.patches_dir / name
-    lines = [f"{name} conflicts with {UPSTREAM} {state['version']}:", *_conflicts(repo, patch)]
+    lines = [f"{name} conflicts with {upstream.UPSTREAM} {state['version']}:", *conflict_lines(repo, patch)]
     lines.append(
         f"Nothing in {project.root} was changed. Resolve the conflicts in {repo} (edit, then `git add`), then run "
         f"`make rebase-continue`; or delete {repo} to abandon the rebase."
@@ -905,7 +634,7 @@ def _conflict_report(project, repo):
     return "\n".join(lines)
 
 
-def _conflicts(repo, patch):
+def conflict_lines(repo, patch):
     """One line per conflict git left in `repo`'s working tree: the file, the line and the hunk of `patch`."""
     hunks = _patch_hunks(patch.read_text(errors="replace") if patch.exists() else "")
     lines = []
@@ -919,234 +648,3 @@ def _conflicts(repo, patch):
             hunk = f"hunk #{best[1]} ({best[2]})" if best[0] else "no single hunk of the patch"
             lines.append(f"  {path}: conflict at line {start}, {hunk}")
     return lines
-
-
-# Older releases. The series is written against the primary (base.json); every release in releases.json is derived
-# from it by replaying it with git onto that release's pristine sdist: each patch with a 3-way merge (`git am -3`),
-# or, where that conflicts, the release's backport (patches/backports/<release>/<name>.patch, applied exactly);
-# patches the release does not need are skipped with their reason.
-
-_EDIT_STATE = "diffusers-patched-edit.json"
-
-
-def _backport_remedy(version):
-    return (
-        f"Write the backport: `make edit RELEASE={version}`, resolve the conflict in build/series-{version} (edit, "
-        f"`git add`), then `make refresh RELEASE={version}`."
-    )
-
-
-def release_plan(project, version, record, entries):
-    """[(name, patch file, is a backport)] that make release `version`, in series order, after checking its data."""
-    problems = []
-    for name, reason in record["skipped"].items():
-        if name not in entries:
-            problems.append(f"releases.json: {version} skips {name}, which is not in patches/series; remove it.")
-        elif not reason.strip():
-            problems.append(f"releases.json: {version} skips {name} without a reason; say why it does not need it.")
-    backports = project.backports_dir / version
-    for path in sorted(backports.iterdir()) if backports.is_dir() else []:
-        if path.name not in entries or path.name in record["skipped"]:
-            problems.append(
-                f"{path.relative_to(project.root)} is the backport of no patch that {version} applies; delete it."
-            )
-    if problems:
-        raise SeriesError("\n".join(problems))
-    plan = []
-    for name in entries:
-        if name not in record["skipped"]:
-            backport = project.backport_path(version, name)
-            plan.append((name, backport, True) if backport.exists() else (name, project.patches_dir / name, False))
-    return plan
-
-
-def release_checkout(project, primary_repo, repo, version, editing=False):
-    """`repo`: pristine `version` (tag `pristine`) with the series replayed as commits; returns the plan.
-
-    The primary's series commits (from `primary_repo`) are fetched as tag `primary`: the 3-way merges need their
-    blobs, and they show the maintainer what a backport is of. `editing` stops at a conflict for `refresh`.
-    """
-    record = project.release_record(version)
-    plan = release_plan(project, version, record, project.read_series())
-    clone_pristine(version, record["sdist_sha256"], repo, primary_repo)
-    git(repo, "tag", "primary", "FETCH_HEAD")
-    replay(project, repo, version, plan, editing)
-    return plan
-
-
-def replay(project, repo, version, plan, editing):
-    """Apply `plan` onto `repo`: backports exactly (unless `editing`), the series' patches with 3-way merges."""
-    for index, (name, patch, is_backport) in enumerate(plan):
-        where = patch.relative_to(project.root)
-        if is_backport and not editing:
-            remedy = f"The backport {where} no longer applies exactly (an earlier patch changed?). "
-            apply_patch(repo, name, patch, three_way=False, remedy=remedy + _backport_remedy(version))
-            continue
-        result = git(repo, "am", *AM_FLAGS, "--3way", str(patch), check=False)
-        if result.returncode == 0:
-            _name_commit(repo, name)
-            continue
-        lines = [f"{where} does not replay onto {UPSTREAM} {version}:", *_conflicts(repo, patch)]
-        if len(lines) == 1:
-            lines.append(result.stderr.strip())
-        if editing:
-            remaining = [[name, str(patch), is_backport] for name, patch, is_backport in plan[index + 1 :]]
-            (repo / ".git" / _EDIT_STATE).write_text(json.dumps({"current": name, "remaining": remaining}))
-            lines.append(
-                f"Resolve the conflicts in {repo} (edit, then `git add`), then run `make refresh RELEASE={version}`; "
-                f"or, if {version} does not need {name}, record why in patches/releases.json (`skipped`) and run "
-                f"`make edit RELEASE={version}` again."
-            )
-        else:
-            git(repo, "am", "--abort", check=False)
-            lines.append(f"{version} has no backport of {name}. {_backport_remedy(version)}")
-        raise SeriesError("\n".join(lines))
-
-
-def replays_cleanly(repo, commit, patch):
-    """Whether `patch` replays with git (3-way) onto the parent of `commit`, giving exactly `commit`'s tree."""
-    with tempfile.TemporaryDirectory() as tmp:
-        index = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        git(repo, "read-tree", f"{commit}^", env=index)
-        if git(repo, "apply", "--3way", "--cached", str(patch), check=False, env=index).returncode != 0:
-            return False
-        tree = git(repo, "write-tree", env=index).stdout.strip()
-    return tree == git(repo, "rev-parse", f"{commit}^{{tree}}").stdout.strip()
-
-
-def check_release(project, primary_repo, repo, version):
-    """Problems of release `version`, replayed in `repo`: its record, its backports (exact, needed, canonical)."""
-    record = project.release_record(version)
-    plan = release_checkout(project, primary_repo, repo, version)
-    remedy = f"run `make edit RELEASE={version}` then `make refresh RELEASE={version}` to rewrite it"
-    problems = []
-    if pristine_hashes(repo) != record["files"]:
-        problems.append(
-            f"patches/releases.json: the pristine sha256 recorded for {version} are not those of exactly the files "
-            "its series touches (a patch was added or changed?); run `make refresh-releases`."
-        )
-    for (name, patch, is_backport), commit in zip(plan, series_commits(repo)):
-        if not is_backport:
-            continue
-        where = patch.relative_to(project.root)
-        if export_commit(repo, commit) != patch.read_bytes():
-            problems.append(f"{where}: a re-export differs from the committed file; {remedy}.")
-        elif replays_cleanly(repo, commit, project.patches_dir / name):
-            problems.append(
-                f"{where} is unnecessary: the series' own {name} replays onto {version} with git; {remedy} "
-                "(refresh deletes it)."
-            )
-    problems.extend(f"{version}: {problem}" for problem in lint_style(repo))
-    return problems
-
-
-def check_releases(project, primary_repo, scratch):
-    """Problems of every supported release but the primary, and of backports kept for no supported release."""
-    supported = project.supported_releases()
-    problems = [
-        f"{directory.relative_to(project.root)} holds backports for {directory.name}, which is not a supported "
-        "release; delete it, or support the release (`python -m tools.cli add-release`)."
-        for directory in (sorted(project.backports_dir.iterdir()) if project.backports_dir.is_dir() else [])
-        if directory.name not in supported
-    ]
-    for version in supported[1:]:
-        try:
-            problems.extend(check_release(project, primary_repo, scratch / version, version))
-        except SeriesError as e:
-            problems.append(str(e))
-    return problems
-
-
-def edit_release(project, version):
-    """`build/series-<version>`: the release's pristine sdist and its series as commits, stopping at a conflict."""
-    project.release_record(version)  # refuses an unsupported release
-    repo = project.release_work_dir(version)
-    if (repo / ".git").exists() and (
-        (repo / ".git" / _EDIT_STATE).exists() or git(repo, "status", "--porcelain").stdout.strip()
-    ):
-        raise SeriesError(
-            f"{repo} holds work that is not in patches/ yet; run `make refresh RELEASE={version}` to keep it, or "
-            f"delete {repo} to start over."
-        )
-    with tempfile.TemporaryDirectory() as tmp:
-        scratch_checkout(project, Path(tmp) / "primary")
-        return release_checkout(project, Path(tmp) / "primary", repo, version, editing=True)
-
-
-def refresh_release(project, version):
-    """Finish the replay in `build/series-<version>` and rewrite the release's backports and record from it.
-
-    A commit gets a backport file exactly when the series' own patch does not replay onto its parent as it stands.
-    Returns (names applied, names backported).
-    """
-    record = project.release_record(version)
-    repo = project.release_work_dir(version)
-    if not (repo / ".git").exists():
-        raise SeriesError(f"{repo} does not exist; run `make edit RELEASE={version}` first.")
-    state_file = repo / ".git" / _EDIT_STATE
-    if state_file.exists():
-        unmerged = git(repo, "diff", "--name-only", "--diff-filter=U").stdout.split()
-        if unmerged:
-            raise SeriesError(f"{repo} still has conflicts in {', '.join(unmerged)}: resolve them, `git add`.")
-        state = json.loads(state_file.read_text())
-        if (repo / ".git" / "rebase-apply").exists():
-            result = git(repo, "-c", "core.editor=true", "am", "--continue", check=False)
-            if result.returncode != 0:
-                raise SeriesError(f"`git am --continue` failed in {repo}:\n{result.stdout}{result.stderr}")
-        _name_commit(repo, state["current"])
-        state_file.unlink()
-        replay(project, repo, version, [(n, Path(p), b) for n, p, b in state["remaining"]], editing=True)
-    if git(repo, "status", "--porcelain").stdout.strip():
-        raise SeriesError(f"{repo} has uncommitted changes; commit them first.")
-    names = series_names(repo)
-    expected = [name for name in project.read_series() if name not in record["skipped"]]
-    if names != expected:
-        raise SeriesError(
-            f"the commits in {repo} must be the series' patches in order, less those {version} skips "
-            f"(releases.json); found {', '.join(names) or 'none'}. To skip a patch on {version}, record why in "
-            f"patches/releases.json (`skipped`) and run `make edit RELEASE={version}` again."
-        )
-    backported = []
-    directory = project.backports_dir / version
-    for name, commit in zip(names, series_commits(repo)):
-        path = project.backport_path(version, name)
-        if replays_cleanly(repo, commit, project.patches_dir / name):
-            path.unlink(missing_ok=True)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(export_commit(repo, commit))
-            backported.append(name)
-    if directory.is_dir() and not any(directory.iterdir()):
-        directory.rmdir()
-    releases = project.read_releases()
-    releases["releases"][version]["files"] = pristine_hashes(repo)
-    project.write_releases(releases)
-    return names, backported
-
-
-def add_release(project, version):
-    """Record `version` as supported (its sdist's sha256; files and backports follow from the replay)."""
-    if version in project.supported_releases():
-        raise SeriesError(f"diffusers {version} is already supported.")
-    sdist = fetch_sdist(version)
-    releases = project.read_releases()
-    releases["releases"][version] = {"sdist_sha256": sha256_of(sdist), "files": {}, "skipped": {}}
-    project.write_releases(releases)
-    vendor(project)  # the manifest lists the supported releases
-
-
-def release_vendor(project, version, primary=None):
-    """{relative path under _vendor: bytes} of the vendored tree for supported release `version`, from pristine +
-    series (for the primary that is the committed tree, which `check` keeps identical). `primary`: a scratch
-    checkout of the primary to reuse (`scratch_checkout`), for several releases in a row."""
-    record = project.release_record(version)
-    with tempfile.TemporaryDirectory() as tmp:
-        if primary is None:
-            primary = Path(tmp) / "primary"
-            scratch_checkout(project, primary)
-        if version == project.read_base()["version"]:
-            return build_vendor(project, primary, project.read_series())
-        plan = release_checkout(project, primary, Path(tmp) / version, version)
-        names = [name for name, _, _ in plan]
-        backported = [name for name, _, is_backport in plan if is_backport]
-        return build_vendor(project, Path(tmp) / version, names, record, backported)

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import series
+from . import releases, series, upstream, vendoring
 
 
 # 2000-01-01, like the scratch commits: wheels depend on the sources only, not on when they were built.
@@ -39,8 +39,8 @@ def build_tree(project, version, dest, primary=None, vendor=None):
     if len(_PIN_RE.findall(pyproject)) != 1:
         raise series.SeriesError('pyproject.toml must pin diffusers exactly once ("diffusers==X.Y.Z").')
     (dest / "pyproject.toml").write_text(_PIN_RE.sub(f'"diffusers=={version}"', pyproject))
-    series.write_vendor(
-        project, vendor or series.release_vendor(project, version, primary), dest / "diffusers_patched" / "_vendor"
+    vendoring.write_vendor(
+        project, vendor or releases.release_vendor(project, version, primary), dest / "diffusers_patched" / "_vendor"
     )
     for path in dest.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
@@ -79,7 +79,7 @@ def build_wheels(project, out_dir, versions=None):
         primary = Path(tmp) / "primary"  # one checkout of the primary's series, replayed onto every release
         series.scratch_checkout(project, primary)
         wheels = [build_wheel(project, version, out_dir, primary) for version in versions]
-    sums = "".join(f"{series.sha256_of(path)}  {path.name}\n" for path in sorted(out_dir.glob("*.whl")))
+    sums = "".join(f"{upstream.sha256_of(path)}  {path.name}\n" for path in sorted(out_dir.glob("*.whl")))
     (out_dir / "SHA256SUMS").write_text(sums)
     return wheels
 
@@ -87,7 +87,7 @@ def build_wheels(project, out_dir, versions=None):
 def cached_wheel(requirement):
     """The wheel of `requirement` (`name==version`), downloaded once with pip (no dependencies) into the cache."""
     name, version = requirement.split("==")
-    wheels = series.cache_dir() / "wheels"
+    wheels = upstream.cache_dir() / "wheels"
     pattern = f"{re.sub(r'[-_.]+', '_', name)}-{version}-*.whl"
     found = sorted(wheels.glob(pattern))
     if not found:
@@ -107,7 +107,7 @@ def release_wheels(project, version):
     """The wheels a release's checks install over the verified stack: diffusers itself, and the packages the release
     pins differently (releases.json `stack`: e.g. diffusers 0.41.0 requires huggingface-hub<2.0)."""
     stack = project.release_record(version).get("stack", [])
-    return [cached_wheel(f"{series.UPSTREAM}=={version}"), *map(cached_wheel, stack)]
+    return [cached_wheel(f"{upstream.UPSTREAM}=={version}"), *map(cached_wheel, stack)]
 
 
 def release_site(project, version, wheel=None):
@@ -121,8 +121,8 @@ def release_site(project, version, wheel=None):
     with tempfile.TemporaryDirectory() as tmp:
         wheel = wheel or build_wheel(project, version, tmp)
         wheels = [*release_wheels(project, version), wheel]
-        key = hashlib.sha256(" ".join(series.sha256_of(path) for path in wheels).encode()).hexdigest()
-        site = series.cache_dir() / "sites" / f"{version}-{key[:16]}"
+        key = hashlib.sha256(" ".join(upstream.sha256_of(path) for path in wheels).encode()).hexdigest()
+        site = upstream.cache_dir() / "sites" / f"{version}-{key[:16]}"
         if not site.exists():
             staging = Path(tempfile.mkdtemp(dir=site.parent.mkdir(parents=True, exist_ok=True) or site.parent))
             result = subprocess.run(

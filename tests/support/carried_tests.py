@@ -4,7 +4,8 @@ import re
 import shutil
 import subprocess
 
-from tools.series import pristine_repo, release_plan
+from tools.releases import release_plan
+from tools.upstream import pristine_repo
 
 
 def write_carried_tests(project, version, directory):

@@ -1,0 +1,265 @@
+"""Older releases. The series is written against the primary (base.json); every release in releases.json is derived
+from it by replaying it with git onto that release's pristine sdist: each patch with a 3-way merge (`git am -3`),
+or, where that conflicts, the release's backport (patches/backports/<release>/<name>.patch, applied exactly);
+patches the release does not need are skipped with their reason."""
+
+import json
+import tempfile
+from pathlib import Path
+
+from . import SeriesError, series, upstream, vendoring
+from .git import git
+
+
+def refresh_releases(project):
+    """Replay the series onto every other supported release and rewrite their records (the files the series touches
+    there), e.g. after a new patch; returns {release: problems} (see `update_releases`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        series.scratch_checkout(project, Path(tmp) / "primary")
+        return update_releases(project, Path(tmp) / "primary")
+
+
+def update_releases(project, primary_repo):
+    """{release: problems} after the series or the primary changed: each release's record follows the replay; a
+    release that no longer replays, or whose backports became stale or unnecessary, has its problems listed (`make
+    check-patches` fails on them until they are fixed or the release is removed from releases.json)."""
+    report = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for version in project.supported_releases()[1:]:
+            repo = Path(tmp) / version
+            try:
+                release_checkout(project, primary_repo, repo, version)
+            except SeriesError as e:
+                report[version] = [str(e)]
+                continue
+            releases = project.read_releases()
+            releases["releases"][version]["files"] = series.pristine_hashes(repo)
+            project.write_releases(releases)
+            report[version] = check_release(project, primary_repo, repo, version)
+    return report
+
+
+_EDIT_STATE = "diffusers-patched-edit.json"
+
+
+def _backport_remedy(version):
+    return (
+        f"Write the backport: `make edit RELEASE={version}`, resolve the conflict in build/series-{version} (edit, "
+        f"`git add`), then `make refresh RELEASE={version}`."
+    )
+
+
+def release_plan(project, version, record, entries):
+    """[(name, patch file, is a backport)] that make release `version`, in series order, after checking its data."""
+    problems = []
+    for name, reason in record["skipped"].items():
+        if name not in entries:
+            problems.append(f"releases.json: {version} skips {name}, which is not in patches/series; remove it.")
+        elif not reason.strip():
+            problems.append(f"releases.json: {version} skips {name} without a reason; say why it does not need it.")
+    backports = project.backports_dir / version
+    for path in sorted(backports.iterdir()) if backports.is_dir() else []:
+        if path.name not in entries or path.name in record["skipped"]:
+            problems.append(
+                f"{path.relative_to(project.root)} is the backport of no patch that {version} applies; delete it."
+            )
+    if problems:
+        raise SeriesError("\n".join(problems))
+    plan = []
+    for name in entries:
+        if name not in record["skipped"]:
+            backport = project.backport_path(version, name)
+            plan.append((name, backport, True) if backport.exists() else (name, project.patches_dir / name, False))
+    return plan
+
+
+def release_checkout(project, primary_repo, repo, version, editing=False):
+    """`repo`: pristine `version` (tag `pristine`) with the series replayed as commits; returns the plan.
+
+    The primary's series commits (from `primary_repo`) are fetched as tag `primary`: the 3-way merges need their
+    blobs, and they show the maintainer what a backport is of. `editing` stops at a conflict for `refresh`.
+    """
+    record = project.release_record(version)
+    plan = release_plan(project, version, record, project.read_series())
+    upstream.clone_pristine(version, record["sdist_sha256"], repo, primary_repo)
+    git(repo, "tag", "primary", "FETCH_HEAD")
+    replay(project, repo, version, plan, editing)
+    return plan
+
+
+def replay(project, repo, version, plan, editing):
+    """Apply `plan` onto `repo`: backports exactly (unless `editing`), the series' patches with 3-way merges."""
+    for index, (name, patch, is_backport) in enumerate(plan):
+        where = patch.relative_to(project.root)
+        if is_backport and not editing:
+            remedy = f"The backport {where} no longer applies exactly (an earlier patch changed?). "
+            series.apply_patch(repo, name, patch, three_way=False, remedy=remedy + _backport_remedy(version))
+            continue
+        result = git(repo, "am", *series.AM_FLAGS, "--3way", str(patch), check=False)
+        if result.returncode == 0:
+            series.name_commit(repo, name)
+            continue
+        lines = [f"{where} does not replay onto {upstream.UPSTREAM} {version}:", *series.conflict_lines(repo, patch)]
+        if len(lines) == 1:
+            lines.append(result.stderr.strip())
+        if editing:
+            remaining = [[name, str(patch), is_backport] for name, patch, is_backport in plan[index + 1 :]]
+            (repo / ".git" / _EDIT_STATE).write_text(json.dumps({"current": name, "remaining": remaining}))
+            lines.append(
+                f"Resolve the conflicts in {repo} (edit, then `git add`), then run `make refresh RELEASE={version}`; "
+                f"or, if {version} does not need {name}, record why in patches/releases.json (`skipped`) and run "
+                f"`make edit RELEASE={version}` again."
+            )
+        else:
+            git(repo, "am", "--abort", check=False)
+            lines.append(f"{version} has no backport of {name}. {_backport_remedy(version)}")
+        raise SeriesError("\n".join(lines))
+
+
+def replays_cleanly(repo, commit, patch):
+    """Whether `patch` replays with git (3-way) onto the parent of `commit`, giving exactly `commit`'s tree."""
+    with tempfile.TemporaryDirectory() as tmp:
+        index = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        git(repo, "read-tree", f"{commit}^", env=index)
+        if git(repo, "apply", "--3way", "--cached", str(patch), check=False, env=index).returncode != 0:
+            return False
+        tree = git(repo, "write-tree", env=index).stdout.strip()
+    return tree == git(repo, "rev-parse", f"{commit}^{{tree}}").stdout.strip()
+
+
+def check_release(project, primary_repo, repo, version):
+    """Problems of release `version`, replayed in `repo`: its record, its backports (exact, needed, canonical)."""
+    record = project.release_record(version)
+    plan = release_checkout(project, primary_repo, repo, version)
+    remedy = f"run `make edit RELEASE={version}` then `make refresh RELEASE={version}` to rewrite it"
+    problems = []
+    if series.pristine_hashes(repo) != record["files"]:
+        problems.append(
+            f"patches/releases.json: the pristine sha256 recorded for {version} are not those of exactly the files "
+            "its series touches (a patch was added or changed?); run `make refresh-releases`."
+        )
+    for (name, patch, is_backport), commit in zip(plan, series.series_commits(repo)):
+        if not is_backport:
+            continue
+        where = patch.relative_to(project.root)
+        if series.export_commit(repo, commit) != patch.read_bytes():
+            problems.append(f"{where}: a re-export differs from the committed file; {remedy}.")
+        elif replays_cleanly(repo, commit, project.patches_dir / name):
+            problems.append(
+                f"{where} is unnecessary: the series' own {name} replays onto {version} with git; {remedy} "
+                "(refresh deletes it)."
+            )
+    problems.extend(f"{version}: {problem}" for problem in series.lint_style(repo))
+    return problems
+
+
+def check_releases(project, primary_repo, scratch):
+    """Problems of every supported release but the primary, and of backports kept for no supported release."""
+    supported = project.supported_releases()
+    problems = [
+        f"{directory.relative_to(project.root)} holds backports for {directory.name}, which is not a supported "
+        "release; delete it, or support the release (`python -m tools.cli add-release`)."
+        for directory in (sorted(project.backports_dir.iterdir()) if project.backports_dir.is_dir() else [])
+        if directory.name not in supported
+    ]
+    for version in supported[1:]:
+        try:
+            problems.extend(check_release(project, primary_repo, scratch / version, version))
+        except SeriesError as e:
+            problems.append(str(e))
+    return problems
+
+
+def edit_release(project, version):
+    """`build/series-<version>`: the release's pristine sdist and its series as commits, stopping at a conflict."""
+    project.release_record(version)  # refuses an unsupported release
+    repo = project.release_work_dir(version)
+    if (repo / ".git").exists() and (
+        (repo / ".git" / _EDIT_STATE).exists() or git(repo, "status", "--porcelain").stdout.strip()
+    ):
+        raise SeriesError(
+            f"{repo} holds work that is not in patches/ yet; run `make refresh RELEASE={version}` to keep it, or "
+            f"delete {repo} to start over."
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        series.scratch_checkout(project, Path(tmp) / "primary")
+        return release_checkout(project, Path(tmp) / "primary", repo, version, editing=True)
+
+
+def refresh_release(project, version):
+    """Finish the replay in `build/series-<version>` and rewrite the release's backports and record from it.
+
+    A commit gets a backport file exactly when the series' own patch does not replay onto its parent as it stands.
+    Returns (names applied, names backported).
+    """
+    record = project.release_record(version)
+    repo = project.release_work_dir(version)
+    if not (repo / ".git").exists():
+        raise SeriesError(f"{repo} does not exist; run `make edit RELEASE={version}` first.")
+    state_file = repo / ".git" / _EDIT_STATE
+    if state_file.exists():
+        unmerged = git(repo, "diff", "--name-only", "--diff-filter=U").stdout.split()
+        if unmerged:
+            raise SeriesError(f"{repo} still has conflicts in {', '.join(unmerged)}: resolve them, `git add`.")
+        state = json.loads(state_file.read_text())
+        if (repo / ".git" / "rebase-apply").exists():
+            result = git(repo, "-c", "core.editor=true", "am", "--continue", check=False)
+            if result.returncode != 0:
+                raise SeriesError(f"`git am --continue` failed in {repo}:\n{result.stdout}{result.stderr}")
+        series.name_commit(repo, state["current"])
+        state_file.unlink()
+        replay(project, repo, version, [(n, Path(p), b) for n, p, b in state["remaining"]], editing=True)
+    if git(repo, "status", "--porcelain").stdout.strip():
+        raise SeriesError(f"{repo} has uncommitted changes; commit them first.")
+    names = series.series_names(repo)
+    expected = [name for name in project.read_series() if name not in record["skipped"]]
+    if names != expected:
+        raise SeriesError(
+            f"the commits in {repo} must be the series' patches in order, less those {version} skips "
+            f"(releases.json); found {', '.join(names) or 'none'}. To skip a patch on {version}, record why in "
+            f"patches/releases.json (`skipped`) and run `make edit RELEASE={version}` again."
+        )
+    backported = []
+    directory = project.backports_dir / version
+    for name, commit in zip(names, series.series_commits(repo)):
+        path = project.backport_path(version, name)
+        if replays_cleanly(repo, commit, project.patches_dir / name):
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(series.export_commit(repo, commit))
+            backported.append(name)
+    if directory.is_dir() and not any(directory.iterdir()):
+        directory.rmdir()
+    releases = project.read_releases()
+    releases["releases"][version]["files"] = series.pristine_hashes(repo)
+    project.write_releases(releases)
+    return names, backported
+
+
+def add_release(project, version):
+    """Record `version` as supported (its sdist's sha256; files and backports follow from the replay)."""
+    if version in project.supported_releases():
+        raise SeriesError(f"diffusers {version} is already supported.")
+    sdist = upstream.fetch_sdist(version)
+    releases = project.read_releases()
+    releases["releases"][version] = {"sdist_sha256": upstream.sha256_of(sdist), "files": {}, "skipped": {}}
+    project.write_releases(releases)
+    vendoring.vendor(project)  # the manifest lists the supported releases
+
+
+def release_vendor(project, version, primary=None):
+    """{relative path under _vendor: bytes} of the vendored tree for supported release `version`, from pristine +
+    series (for the primary that is the committed tree, which `check` keeps identical). `primary`: a scratch
+    checkout of the primary to reuse (`scratch_checkout`), for several releases in a row."""
+    record = project.release_record(version)
+    with tempfile.TemporaryDirectory() as tmp:
+        if primary is None:
+            primary = Path(tmp) / "primary"
+            series.scratch_checkout(project, primary)
+        if version == project.read_base()["version"]:
+            return vendoring.build_vendor(project, primary, project.read_series())
+        plan = release_checkout(project, primary, Path(tmp) / version, version)
+        names = [name for name, _, _ in plan]
+        backported = [name for name, _, is_backport in plan if is_backport]
+        return vendoring.build_vendor(project, Path(tmp) / version, names, record, backported)
