@@ -97,6 +97,8 @@ def test_a_pr_without_its_patches_or_with_a_bad_name(prs):
 def test_dependencies_come_first_in_series_order(prs):
     assert upstream_prs.dependency_order(prs, "refuse-save-bnb-repacked-statistics") == [
         "pipeline-bnb-detection",
+        "sequential-offload-device",
+        "lora-quantized-text-encoder-dtype",
         "bnb-4bit-offload-hooks",
         "save-offloaded-weights",
         "refuse-save-with-lora-adapters",
