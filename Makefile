@@ -9,7 +9,7 @@ STAMP := $(dir $(PYTHON)).diffusers-patched-deps
 OUT ?= dist/patches
 CLI = $(PYTHON) -m tools.cli
 
-.PHONY: wheels requirements publish refresh-releases install demo test test-fast test-gpu check-patches vendor export-patches edit refresh rebase rebase-continue bench lint
+.PHONY: wheels requirements publish refresh-releases install demo test test-fast test-gpu check-patches vendor export-patches verify-prs edit refresh rebase rebase-continue bench lint
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -71,6 +71,11 @@ vendor: $(STAMP)
 # UPSTREAM_REPO=/path/to/diffusers (a git clone) also runs upstream's utils/check_copies.py on the patched tree.
 export-patches: $(STAMP)
 	$(CLI) export --out $(OUT) $(if $(UPSTREAM_REPO),--upstream-repo $(UPSTREAM_REPO))
+
+# Each upstream PR of patches/prs.json on pristine upstream after its dependencies: git am, upstream's ruff (and with
+# UPSTREAM_REPO its utils/check_copies.py), its tests failing before and passing after, on CPU. Minutes: not in `test`.
+verify-prs: $(STAMP)
+	$(CLI) verify-prs $(if $(UPSTREAM_REPO),--upstream-repo $(UPSTREAM_REPO))
 
 # RELEASE=X.Y.Z: another supported release (build/series-X.Y.Z), to write its backports.
 edit: $(STAMP)

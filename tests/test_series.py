@@ -781,6 +781,9 @@ def test_export_leaves_out_local_only_patches_and_says_why(empty_project, tmp_pa
     exported = {p.name: p.read_bytes() for p in out.iterdir()}
     assert series.export_patches(project, out) == (paths, left_out)  # a re-run is byte-identical
     assert {p.name: p.read_bytes() for p in out.iterdir()} == exported
+    # The command also writes the upstream PRs, which patches/prs.json groups (tests/test_upstream_prs.py).
+    grouping = [{"name": "synthetic-note", "title": "Add a synthetic note", "patches": names[:1], "depends_on": {}}]
+    (project.patches_dir / "prs.json").write_text(json.dumps(grouping))
     result = subprocess.run(
         [sys.executable, "-m", "tools.cli", "export", "--out", str(out), "--root", str(project.root)],
         cwd=REPO_ROOT,

@@ -2,15 +2,17 @@
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
-from . import publish, releases, series, vendoring, wheels
+from . import publish, releases, series, upstream, upstream_prs, vendoring, wheels
 
 
 COMMANDS = {
     "vendor": "regenerate diffusers_patched/_vendor from pristine upstream + patches/series",
-    "check": "lint the series, apply it exactly, require vendored tree and patches to be up to date",
-    "export": "write the upstream-ready patches (not the `Forwarded: not-needed` ones) as mbox files, verified",
+    "check": "lint the series, apply it exactly, require vendored tree and patches to be up to date, check the PRs",
+    "export": "write the upstream-ready patches (not the `Forwarded: not-needed` ones), verified, and one folder per PR",
+    "verify-prs": "on pristine upstream, each PR after its dependencies: applies, lints, its tests fail then pass",
     "edit": "make build/series (--release X: build/series-X): pristine + series as git commits to change",
     "refresh": "rewrite patches and vendored tree from the commits in build/series (--release X: X's backports)",
     "refresh-releases": "replay the series onto every other supported release and rewrite their records",
@@ -30,14 +32,33 @@ def run(args):
         return f"vendored tree regenerated from {len(entries)} patch(es)"
     if args.command == "check":
         entries = series.check(project)
-        return f"series OK: {len(entries)} patch(es) apply exactly, vendored tree and patch files are up to date"
+        with tempfile.TemporaryDirectory() as tmp:
+            prs, _ = upstream_prs.check_prs(project, Path(tmp) / "prs")
+        return (
+            f"series OK: {len(entries)} patch(es) apply exactly, vendored tree and patch files are up to date; "
+            f"{len(prs)} upstream PR(s) hold every forwardable patch once and apply with their dependencies"
+        )
     if args.command == "export":
-        paths, left_out = series.export_patches(project, args.out, args.upstream_repo)
+        paths, left_out, prs = upstream_prs.export_prs(project, args.out, args.upstream_repo)
         report = [str(path) for path in paths]
         report.extend(f"left out {name}: {why}" for name, why in left_out.items())
         checks = "upstream's ruff" + (" and utils/check_copies.py" if args.upstream_repo else "")
         report.append(f"verified: they `git am` onto the pristine release and pass {checks}")
+        report.append(f"{len(prs)} upstream PR(s), each applying with its dependencies: {args.out / 'prs.json'}")
         return "\n".join(report)
+    if args.command == "verify-prs":
+        failing = []
+        for name, line, holds in upstream_prs.verify_prs(project, args.upstream_repo):
+            print(line, flush=True)
+            failing += [] if holds else [name]
+        prs = upstream_prs.read_prs(project)
+        total = (
+            f"total: {len(prs) - len(failing)} of {len(prs)} PR(s) hold, {sum(not pr['depends_on'] for pr in prs)} "
+            f"stand alone on pristine {upstream.UPSTREAM} {project.read_base()['version']}"
+        )
+        if failing:
+            raise series.SeriesError(f"{total}; failing: {', '.join(failing)}")
+        return total
     if args.command == "edit" and args.release not in (None, project.read_base()["version"]):
         plan = series.edit(project, args.release)
         return (
@@ -104,6 +125,7 @@ def main(argv=None):
         command.add_argument("--root", type=Path, default=Path.cwd(), help="diffusers-patched checkout")
         if name == "export":
             command.add_argument("--out", type=Path, required=True)
+        if name in ("export", "verify-prs"):
             command.add_argument(
                 "--upstream-repo",
                 type=Path,

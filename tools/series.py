@@ -374,9 +374,10 @@ def _check_in(project, repo):
     return entries, local_only
 
 
-def lint_style(repo):
-    """Upstream's own ruff rules (its pyproject.toml) on every Python file the series changes."""
-    changed = git(repo, "diff", "--name-only", "--diff-filter=AM", "pristine", "HEAD").stdout.split()
+def lint_style(repo, since="pristine"):
+    """Upstream's own ruff rules (its pyproject.toml) on every Python file changed since `since` (the series, or one
+    upstream PR on top of its dependencies)."""
+    changed = git(repo, "diff", "--name-only", "--diff-filter=AM", since, "HEAD").stdout.split()
     python_files = [path for path in changed if path.endswith(".py")]
     if not python_files:
         return []

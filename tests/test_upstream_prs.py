@@ -1,0 +1,166 @@
+"""The upstream PRs of patches/prs.json: the grouping rules, the bad groupings `make check-patches` refuses (naming
+the PR), and what `make export-patches` writes per PR. `make verify-prs` (minutes of tests) is not run here."""
+
+import json
+import shutil
+
+import pytest
+from conftest import REPO_ROOT
+
+from tools import series, upstream_prs
+
+
+PROJECT = series.Project(REPO_ROOT)
+SERIES = PROJECT.read_series()
+LOCAL_ONLY = [name for name in SERIES if "\nForwarded: not-needed\n" in (PROJECT.patches_dir / name).read_text()]
+PRS = upstream_prs.read_prs(PROJECT)
+
+
+def lint(prs):
+    return "\n".join(upstream_prs.lint_prs(prs, SERIES, LOCAL_ONLY))
+
+
+def pr_named(prs, name):
+    return next(pr for pr in prs if pr["name"] == name)
+
+
+@pytest.fixture
+def prs():
+    return json.loads(json.dumps(PRS))  # a copy to break
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A copy of the project's series and vendored tree in a temporary root."""
+    root = tmp_path / "project"
+    shutil.copytree(REPO_ROOT / "patches", root / "patches")
+    shutil.copytree(
+        REPO_ROOT / "diffusers_patched" / "_vendor",
+        root / "diffusers_patched" / "_vendor",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    return series.Project(root)
+
+
+def test_the_committed_grouping_holds_every_forwardable_patch_once():
+    assert lint(PRS) == ""
+    held = [name for pr in PRS for name in pr["patches"]]
+    assert sorted(held) == sorted(name for name in SERIES if name not in LOCAL_ONLY)
+    assert LOCAL_ONLY  # the rule below is exercised on a real local-only patch
+
+
+def test_a_forwardable_patch_in_no_pr(prs):
+    pr = pr_named(prs, "single-file-missing-keys")
+    dropped = pr["patches"].pop()
+    assert f"{dropped} is forwardable but in no PR of patches/prs.json" in lint(prs)
+
+
+def test_a_patch_in_two_prs(prs):
+    pr_named(prs, "fuse-lora-gguf")["patches"].append("lora-keep-quantized-text-encoder-dtype.patch")
+    assert (
+        "PR fuse-lora-gguf holds lora-keep-quantized-text-encoder-dtype.patch, which PR "
+        "lora-quantized-text-encoder-dtype holds too" in lint(prs)
+    )
+
+
+def test_a_local_only_patch_in_a_pr(prs):
+    pr_named(prs, "single-file-missing-keys")["patches"].append(LOCAL_ONLY[0])
+    assert f"PR single-file-missing-keys holds {LOCAL_ONLY[0]}, a local-only patch" in lint(prs)
+
+
+def test_an_unknown_dependency(prs):
+    pr_named(prs, "single-file-block-counts")["depends_on"]["no-such-pr"] = "code: a helper"
+    assert "PR single-file-block-counts depends on no-such-pr, which is no PR" in lint(prs)
+
+
+def test_a_dependency_without_its_kind(prs):
+    pr_named(prs, "single-file-block-counts")["depends_on"]["single-file-missing-keys"] = "needs it"
+    assert "PR single-file-block-counts: say why it depends on single-file-missing-keys" in lint(prs)
+
+
+def test_a_dependency_cycle(prs):
+    pr_named(prs, "single-file-missing-keys")["depends_on"]["single-file-block-counts"] = "code: a cycle"
+    assert (
+        "PR single-file-missing-keys depends on itself: single-file-missing-keys -> single-file-block-counts -> "
+        "single-file-missing-keys" in lint(prs)
+    )
+
+
+def test_a_pr_without_its_patches_or_with_a_bad_name(prs):
+    del pr_named(prs, "fuse-lora-gguf")["patches"]
+    prs.append({**pr_named(prs, "sequential-offload-device"), "name": "Sequential Offload"})
+    message = lint(prs)
+    assert "PR fuse-lora-gguf needs a unique name" in message and "wrong or missing: patches" in message
+    assert "PR Sequential Offload needs a unique name" in message
+
+
+def test_dependencies_come_first_in_series_order(prs):
+    assert upstream_prs.dependency_order(prs, "refuse-save-bnb-repacked-statistics") == [
+        "pipeline-bnb-detection",
+        "sequential-offload-device",
+        "lora-quantized-text-encoder-dtype",
+        "bnb-4bit-offload-hooks",
+        "save-offloaded-weights",
+        "refuse-save-with-lora-adapters",
+        "refuse-save-bnb-repacked-statistics",
+    ]
+
+
+def test_a_pr_that_no_longer_applies_without_an_undeclared_dependency(project, tmp_path):
+    prs = json.loads((project.patches_dir / "prs.json").read_text())
+    pr_named(prs, "single-file-block-counts")["depends_on"] = {}
+    (project.patches_dir / "prs.json").write_text(json.dumps(prs))
+    with pytest.raises(series.SeriesError) as error:
+        upstream_prs.check_prs(project, tmp_path / "prs")
+    assert str(error.value).startswith(
+        "PR single-file-block-counts: single-file-block-counts-come-from-the-checkpoint.patch does not `git am` onto "
+        "pristine diffusers; declare the PR it needs in `depends_on`"
+    )
+
+
+def test_export_refuses_a_bad_grouping_before_writing_anything(project, tmp_path):
+    (project.patches_dir / "prs.json").write_text(json.dumps([pr for pr in PRS if pr["name"] != "fuse-lora-gguf"]))
+    with pytest.raises(series.SeriesError, match="fuse-lora-into-gguf-quantized-weights.patch is forwardable"):
+        upstream_prs.export_prs(project, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def snapshot(directory):
+    return {
+        str(path.relative_to(directory)): path.read_bytes() for path in sorted(directory.rglob("*")) if path.is_file()
+    }
+
+
+def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport(project, tmp_path):
+    out = tmp_path / "out"
+    (out / "stale-pr").mkdir(parents=True)
+    (out / "stale-pr" / "PR.md").write_text("a PR of an earlier grouping\n")
+    upstream_prs.export_prs(project, out)
+    written = snapshot(out)
+    assert "stale-pr/PR.md" not in written
+    summary = json.loads(written["prs.json"])
+    assert [pr["name"] for pr in summary] == [pr["name"] for pr in PRS]
+    for pr in summary:
+        assert sorted(pr) == ["depends_on", "fixes", "name", "patches", "title"]
+        assert pr["patches"] == sorted(pr["patches"], key=SERIES.index)
+        folder = sorted(path for path in written if path.startswith(pr["name"] + "/") and path.endswith(".patch"))
+        assert folder == [f"{pr['name']}/{n:04d}-{name}" for n, name in enumerate(pr["patches"], 1)]
+        for number, name in enumerate(pr["patches"], 1):
+            assert written[f"{pr['name']}/{number:04d}-{name}"] == (REPO_ROOT / "patches" / name).read_bytes()
+    run_on_cpu = pr_named(summary, "pipeline-bnb-components-run-on-cpu")
+    assert run_on_cpu["fixes"] == [12719]
+    assert run_on_cpu["depends_on"] == ["pipeline-bnb-detection", "pipeline-device-map-cpu-budget"]
+    pr_md = written["pipeline-bnb-components-run-on-cpu/PR.md"].decode()
+    for expected in (
+        "# What does this PR do?\n\nFixes #12719\n",
+        "- `pipeline-device-map-cpu-budget` (Raise before loading",
+        "): code: it tells bitsandbytes models apart with `QuantizationMethod`",
+        "): textual: the context of the import hunk",
+        "- `tests/pipelines/test_pipeline_device_map_bnb_cpu_placement.py`",
+        "## Who can review?",
+        "- Pipelines and models: @yiyixuxu @dg845 and @asomoza",
+    ):
+        assert expected in pr_md
+    assert "the other half of the same fix" in written["fuse-lora-gguf/PR.md"].decode()
+    upstream_prs.export_prs(project, out)
+    assert snapshot(out) == written

@@ -1,0 +1,348 @@
+"""The forwardable series as upstream pull requests: one per upstream problem, grouped in `patches/prs.json`.
+
+diffusers takes one problem per pull request, each with its tests. `patches/prs.json` declares, once, which patches
+make which PR and which PRs a PR needs first (`depends_on`: PR name -> why, "code: ..." or "textual: ..."). From it
+`check_prs` refuses a grouping that leaves a forwardable patch out, holds one twice, holds a local-only patch, names
+an unknown PR or forms a cycle, or a PR that no longer `git am`s onto the pristine release after its dependencies;
+`export_prs` writes each PR's folder (its patches, numbered, and a `PR.md` in upstream's pull-request template) and
+`prs.json`; `verify_prs` also lints each PR's files and requires its tests to fail before it and pass with it.
+"""
+
+import json
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from . import SeriesError
+from .git import git, run_isolated
+from .series import (
+    AM_FLAGS,
+    _patch_hunks,
+    check_copies,
+    export_patches,
+    lint_style,
+    patch_metadata,
+    scratch_checkout,
+    series_commits,
+)
+from .upstream import UPSTREAM
+
+
+PRS_FILE = "prs.json"
+_PR_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]*")
+_DEPENDENCY_KINDS = ("code:", "textual:")
+# "Who can review?" in upstream's .github/PULL_REQUEST_TEMPLATE.md: the area of each changed source file, first match.
+_REVIEWERS = [
+    (("src/diffusers/loaders/lora", "src/diffusers/loaders/peft.py"), "PEFT: @sayakpaul @BenjaminBossan"),
+    (("src/diffusers/pipelines/", "src/diffusers/models/"), "Pipelines and models: @yiyixuxu @dg845 and @asomoza"),
+    (("src/diffusers/",), "General functionalities: @sayakpaul @yiyixuxu @DN6"),
+]
+# The carried tests are about the CPU (tests/gpu has the CUDA checks); the checkout's own `src` is the diffusers
+# under test, so diffusers-patched, if installed, must not serve its modules in its place.
+_TEST_ENV = {"CUDA_VISIBLE_DEVICES": "", "DIFFUSERS_PATCHED": "0", "HF_HUB_OFFLINE": "1"}
+
+
+def read_prs(project):
+    path = project.patches_dir / PRS_FILE
+    if not path.exists():
+        raise SeriesError(
+            f"{path} is missing: it groups the forwardable patches into upstream PRs (patches/README.md)."
+        )
+    return json.loads(path.read_text())
+
+
+def lint_prs(prs, entries, local_only):
+    """Problems of the grouping `prs` of the series `entries`, each naming the PR (or the patch no PR holds)."""
+    problems = []
+    names = [pr.get("name") for pr in prs]
+    holder = {}
+    for pr in prs:
+        where = f"patches/{PRS_FILE}: PR {pr.get('name')}"
+        shape = [key for key in ("name", "title", "patches") if not pr.get(key)]
+        shape += [] if isinstance(pr.get("depends_on"), dict) else ["depends_on"]
+        if shape or not _PR_NAME_RE.fullmatch(pr["name"]) or names.count(pr["name"]) > 1:
+            problems.append(
+                f"{where} needs a unique name (lower-case letters, digits, '-'), a title, its patches and "
+                f"`depends_on` (an object, {{}} for none); wrong or missing: {', '.join(shape) or 'name'}"
+            )
+            continue
+        for name in pr["patches"]:
+            if name not in entries:
+                problems.append(f"{where} holds {name}, which is not in patches/series")
+            elif name in local_only:
+                problems.append(
+                    f"{where} holds {name}, a local-only patch (`Forwarded: not-needed`) that upstream never gets; "
+                    "remove it from the PR"
+                )
+            elif name in holder:
+                problems.append(f"{where} holds {name}, which PR {holder[name]} holds too: one PR per patch")
+            else:
+                holder[name] = pr["name"]
+        for dependency, why in pr["depends_on"].items():
+            if dependency not in names:
+                problems.append(f"{where} depends on {dependency}, which is no PR in patches/{PRS_FILE}")
+            if not why.startswith(_DEPENDENCY_KINDS):
+                problems.append(
+                    f"{where}: say why it depends on {dependency}, starting with `code:` (it needs that PR's code) "
+                    "or `textual:` (only context lines or a file that PR adds)"
+                )
+    problems.extend(
+        f"{name} is forwardable but in no PR of patches/{PRS_FILE}: add it to the PR of its upstream problem, or "
+        "to a new PR"
+        for name in entries
+        if name not in local_only and name not in holder
+    )
+    cycle = _dependency_cycle(prs)
+    if cycle:
+        problems.append(f"patches/{PRS_FILE}: PR {cycle[0]} depends on itself: {' -> '.join(cycle)}")
+    return problems
+
+
+def _dependency_cycle(prs):
+    """[a, b, ..., a] for a cycle of `depends_on`, or None."""
+    depends_on = {pr.get("name"): list(pr.get("depends_on") or {}) for pr in prs}
+
+    def walk(path):
+        for dependency in depends_on.get(path[-1], []):
+            if dependency in path:
+                return path[path.index(dependency) :] + [dependency]
+            cycle = walk(path + [dependency])
+            if cycle:
+                return cycle
+        return None
+
+    return next(filter(None, (walk([name]) for name in depends_on)), None)
+
+
+def dependency_order(prs, name):
+    """The names of the PRs `name` needs, dependencies of dependencies first, then `name` itself."""
+    by_name = {pr["name"]: pr for pr in prs}
+    order = []
+
+    def visit(current):
+        if current not in order:
+            for dependency in by_name[current]["depends_on"]:
+                visit(dependency)
+            order.append(current)
+
+    visit(name)
+    return order
+
+
+def apply_pr(project, repo, prs, pr, entries):
+    """Reset `repo` to pristine, `git am` the PRs `pr` depends on (tag `dependencies`), then `pr`'s own patches.
+
+    Plain `git am`, as a maintainer would apply the exported files: no fuzz, an offset is fine. Returns the problem,
+    naming the PR and the patch, or None."""
+    git(repo, "reset", "--quiet", "--hard", "pristine")
+    # Bytecode caches are kept: Python recompiles what a reset changes, and each PR's tests import diffusers anew.
+    git(repo, "clean", "-fdxq", "--exclude=__pycache__")
+    by_name = {candidate["name"]: candidate for candidate in prs}
+    for name in dependency_order(prs, pr["name"]):
+        if name == pr["name"]:
+            git(repo, "tag", "--force", "dependencies")
+        for patch in sorted(by_name[name]["patches"], key=entries.index):
+            result = git(repo, "am", *AM_FLAGS, str(project.patches_dir / patch), check=False)
+            if result.returncode != 0:
+                git(repo, "am", "--abort", check=False)
+                after = f" after the PRs it depends on ({', '.join(pr['depends_on'])})" if pr["depends_on"] else ""
+                return (
+                    f"PR {pr['name']}: {patch}{f' (of PR {name})' if name != pr['name'] else ''} does not `git am` "
+                    f"onto pristine {UPSTREAM}{after}; declare the PR it needs in `depends_on` of patches/{PRS_FILE}."
+                    f"\n{result.stderr.strip()}"
+                )
+    return None
+
+
+def check_prs(project, repo):
+    """Check the grouping and that every PR applies with its dependencies, in `repo` (a scratch checkout of the series
+    is made there). Returns (prs, {patch: metadata}); raises naming every PR that does not hold."""
+    entries = scratch_checkout(project, repo)
+    metadata = {name: patch_metadata(repo, commit) for name, commit in zip(entries, series_commits(repo))}
+    local_only = [name for name in entries if metadata[name]["forwarded"] == "not-needed"]
+    prs = read_prs(project)
+    problems = lint_prs(prs, entries, local_only)
+    if not problems:
+        problems = list(filter(None, (apply_pr(project, repo, prs, pr, entries) for pr in prs)))
+    if problems:
+        raise SeriesError("\n".join(problems))
+    return prs, metadata
+
+
+def export_prs(project, out_dir, upstream_repo=None):
+    """`export_patches` (the whole stack) plus one folder per PR and `prs.json`, all checked before anything is
+    written. Returns (written stack paths, {left-out patch: why}, prs)."""
+    out_dir = Path(out_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        prs, metadata = check_prs(project, Path(tmp) / "prs")
+    paths, left_out = export_patches(project, out_dir, upstream_repo)
+    entries = list(metadata)
+    for stale in out_dir.glob("*/PR.md"):
+        shutil.rmtree(stale.parent)
+    summary = []
+    for pr in prs:
+        patches = sorted(pr["patches"], key=entries.index)
+        folder = out_dir / pr["name"]
+        folder.mkdir()
+        for number, name in enumerate(patches, 1):
+            shutil.copyfile(project.patches_dir / name, folder / f"{number:04d}-{name}")
+        fixes = sorted(
+            {int(n) for name in patches for n in re.findall(r"^Fixes #(\d+)$", metadata[name]["body"], re.M)}
+        )
+        (folder / "PR.md").write_text(render_pr(project, pr, prs, patches, metadata, fixes))
+        summary.append(
+            {
+                "name": pr["name"],
+                "title": pr["title"],
+                "patches": patches,
+                "depends_on": list(pr["depends_on"]),
+                "fixes": fixes,
+            }
+        )
+    (out_dir / PRS_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    return paths, left_out, prs
+
+
+def _changed_files(project, patches):
+    return sorted({path for name in patches for path in _patch_hunks((project.patches_dir / name).read_text())})
+
+
+def _is_test_file(path):
+    return path.startswith("tests/") and Path(path).name.startswith("test_") and path.endswith(".py")
+
+
+def render_pr(project, pr, prs, patches, metadata, fixes):
+    """PR.md: the pull request's description, in upstream's .github/PULL_REQUEST_TEMPLATE.md."""
+    version = project.read_base()["version"]
+    titles = {candidate["name"]: candidate["title"] for candidate in prs}
+    files = _changed_files(project, patches)
+    refs = sorted(
+        {int(n) for name in patches for n in re.findall(r"^Refs #(\d+)$", metadata[name]["body"], re.M)} - set(fixes)
+    )
+    lines = [f"# {pr['title']}", "", "# What does this PR do?", ""]
+    lines += [f"Fixes #{number}" for number in fixes] + [f"Refs #{number}" for number in refs]
+    lines += [""] if fixes or refs else []
+    for name in patches:
+        # A patch's body says what fails upstream (before) and what it changes (after); the issue lines are above.
+        body = re.sub(r"\n*^(?:Fixes|Refs) #\d+$", "", metadata[name]["body"], flags=re.M).strip()
+        lines += [f"## {metadata[name]['subject']}", "", body, ""]
+    if pr.get("notes"):
+        lines += ["## Why this PR is cut this way", "", pr["notes"], ""]
+    lines += ["## Dependencies", ""]
+    if pr["depends_on"]:
+        lines += [
+            "Open it after these PRs, its branch based on theirs (for several, on a branch that merges them in this "
+            "order), and rebase it onto `main` once they merge. A textual dependency is only context lines or a file "
+            "that PR adds; a code dependency is code this PR needs:",
+            "",
+        ]
+        lines += [f"- `{name}` ({titles[name]}): {why}" for name, why in pr["depends_on"].items()]
+    else:
+        lines.append(f"None: it applies alone onto diffusers v{version}.")
+    tests = [path for path in files if _is_test_file(path)]
+    base = f"v{version}" + (f" with {', '.join(dependency_order(prs, pr['name'])[:-1])}" if pr["depends_on"] else "")
+    lines += [
+        "",
+        "## Before and after, tests",
+        "",
+        f"Before: on {base}, the tests this PR adds or changes fail (each section above quotes the error users get). "
+        "After: with this PR they pass.",
+        "",
+        *(f"- `{path}`" for path in tests),
+        "",
+        "## How it was verified",
+        "",
+        f"On a clean checkout of v{version} with this PR's dependencies: `git am` of these patches; "
+        "`ruff check` and `ruff format --check` (ruff 0.9.10, upstream's `pyproject.toml`) on the changed files; "
+        "`utils/check_copies.py`; the tests above on CPU (CUDA hidden) against the checkout's `src`, failing "
+        "without the patches and passing with them.",
+        "",
+        "## Before submitting",
+        "- [ ] Did you use an AI agent (Claude Code, Codex, Cursor, etc.) to help with this PR? (to be answered by "
+        "whoever opens it)",
+        "- [x] Did you read the [contributor guideline](https://huggingface.co/docs/diffusers/main/en/conceptual/"
+        "contribution)?",
+        "- [x] Was this discussed/approved via a GitHub issue or the forum? "
+        + (", ".join(f"#{number}" for number in [*fixes, *refs]) or "No issue: the sections above describe it."),
+        "- [ ] Did you make sure to update the documentation with your changes?",
+        "- [x] Did you write any new necessary tests?",
+        "",
+        "## Who can review?",
+        "",
+        "Anyone in the community is free to review the PR once the tests have passed. The maintainers of the touched "
+        "areas:",
+        "",
+        *(f"- {area}" for area in _review_areas(files)),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _review_areas(files):
+    areas = []
+    for path in files:
+        for prefixes, area in _REVIEWERS:
+            if path.startswith(prefixes):
+                if area not in areas:
+                    areas.append(area)
+                break
+    return areas
+
+
+def verify_prs(project, upstream_repo=None):
+    """(PR name, report line, holds) for every PR on pristine upstream with its dependencies (see `verify_pr`), as
+    each is verified: a PR's tests take a minute."""
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "prs"
+        prs, metadata = check_prs(project, repo)
+        for pr in prs:
+            yield verify_pr(project, repo, prs, pr, list(metadata), upstream_repo)
+
+
+def verify_pr(project, repo, prs, pr, entries, upstream_repo):
+    """Apply `pr` after its dependencies, lint what it changes (upstream's ruff; with `upstream_repo` also its
+    `utils/check_copies.py`), and run its tests on the dependencies' code (must fail) and on its own (must pass)."""
+    problem = apply_pr(project, repo, prs, pr, entries)
+    if problem:
+        return pr["name"], f"{pr['name']}: does not apply: {problem}", False
+    applies = f"applies after {', '.join(pr['depends_on'])}" if pr["depends_on"] else "applies alone"
+    problems = lint_style(repo, since="dependencies")
+    if upstream_repo is not None:
+        problems += check_copies(repo, Path(upstream_repo), project.read_base()["version"])
+    changed = git(repo, "diff", "--name-only", "dependencies", "HEAD").stdout.split()
+    tests = [path for path in changed if _is_test_file(path)]
+    after = run_pr_tests(repo, tests)
+    # Its tests as the PR has them, on the code without it.
+    git(repo, "restore", "--source=dependencies", "--worktree", "--", "src")
+    before = run_pr_tests(repo, tests)
+    flips = before.get("failed", 0) + before.get("error", 0) > 0 and after.get("passed", 0) > 0
+    flips = flips and after.get("failed", 0) + after.get("error", 0) == 0
+    lint = "lint ok" if not problems else "LINT FAILS"
+    line = f"{pr['name']}: {applies} | {lint} | tests {_counts(before)} -> {_counts(after)}"
+    if problems:
+        line += "\n" + "\n".join(f"  {row}" for problem in problems for row in problem.splitlines())
+    return pr["name"], line, flips and not problems
+
+
+def run_pr_tests(repo, tests):
+    """{outcome: count} of pytest on `tests` in the upstream checkout `repo`, against its `src`, on CPU."""
+    # Upstream's test directories are packages (`from ..testing_utils import ...`); the sdist has no `__init__.py`.
+    for path in tests:
+        for package in Path(path).parents[:-1]:
+            (repo / package / "__init__.py").touch()
+    result = run_isolated(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        repo,
+        check=False,
+        env={**_TEST_ENV, "PYTHONPATH": str(repo / "src")},
+    )
+    summary = (result.stdout.strip().splitlines() or [""])[-1]
+    return {
+        outcome.rstrip("s"): int(count)
+        for count, outcome in re.findall(r"(\d+) (passed|failed|errors?|skipped)", summary)
+    }
+
+
+def _counts(outcomes):
+    return ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items())) or "nothing ran"
