@@ -21,7 +21,7 @@ from conftest import REPO_ROOT
 
 from tools import series, upstream, vendoring
 from tools.git import git
-from tools.releases import refresh_releases, release_checkout, release_plan
+from tools.releases import backport_users, refresh_releases, release_checkout, release_plan
 
 
 def run_git(repo, *args):
@@ -985,3 +985,54 @@ def test_unsupported_release_names_the_supported_ones(project, command, tmp_path
     else:
         message = series_error(getattr(series, command), project, "0.30.0")
     assert "diffusers 0.30.0 is not a supported release; supported: " + ", ".join([BASE["version"], *OLDER]) in message
+
+
+# Backports stored once, checked against the patch they backport; upstream's fixes a release lacks.
+
+
+def test_a_backport_is_stored_once_and_the_other_releases_it_fits_record_it():
+    records = RELEASES["releases"]
+    shared = {
+        (version, name): other for version in OLDER for name, other in records[version].get("backports", {}).items()
+    }
+    assert shared, "no release shares a backport"
+    for (version, name), other in shared.items():
+        assert (REPO_ROOT / "patches" / "backports" / other / name).exists()
+        assert not (REPO_ROOT / "patches" / "backports" / version / name).exists()
+
+
+def test_the_change_of_a_patch_is_its_changed_lines_not_its_context_or_position():
+    patch = (REPO_ROOT / "patches" / SERIES[0]).read_text()
+    moved = re.sub(r"^@@ -(\d+)", lambda m: f"@@ -{int(m.group(1)) + 7}", patch, flags=re.M)
+    moved = re.sub(r"^index \w+\.\.\w+", "index 0000000..1111111", moved, flags=re.M)
+    assert series.changed_lines_digest(moved) == series.changed_lines_digest(patch)
+    added = next(line for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++"))
+    changed = patch.replace(added, added + "  # changed", 1)
+    assert series.changed_lines_digest(changed) != series.changed_lines_digest(patch)
+
+
+def test_backport_written_for_an_earlier_state_of_its_patch_names_the_releases_to_edit(project):
+    releases = project.read_releases()
+    key = f"{BACKPORTED_RELEASE}/{BACKPORT}"
+    assert releases["backport_of"][key] == series.changed_lines_digest((project.patches_dir / BACKPORT).read_text())
+    # As if the series' patch had changed its lines after the backport was written.
+    releases["backport_of"][key] = "0" * 64
+    project.write_releases(releases)
+    message = series_error(series.check, project)
+    assert f"patches/backports/{key} backports {BACKPORT} as it was" in message
+    for version in backport_users(project, BACKPORTED_RELEASE, BACKPORT):
+        assert f"`make edit RELEASE={version}` + `make refresh RELEASE={version}`" in message
+
+
+def test_upstream_fix_a_release_lacks_is_applied_before_the_series_and_never_exported(project, tmp_path):
+    version, fix = next(
+        (version, fixes[0]) for version in OLDER if (fixes := RELEASES["releases"][version].get("upstream_fixes"))
+    )
+    record = project.release_record(version)
+    plan = release_plan(project, version, record, SERIES)
+    assert plan[0] == (fix, project.upstream_fixes_dir / fix, True)
+    paths, _ = series.export_patches(project, tmp_path / "out")
+    assert fix not in {path.name for path in paths}
+    (project.upstream_fixes_dir / fix).unlink()
+    message = series_error(release_plan, project, version, record, SERIES)
+    assert f"{version} needs upstream's fix {fix}, which is not in patches/upstream/" in message

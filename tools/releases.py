@@ -1,7 +1,10 @@
 """Older releases. The series is written against the primary (base.json); every release in releases.json is derived
-from it by replaying it with git onto that release's pristine sdist: each patch with a 3-way merge (`git am -3`),
-or, where that conflicts, the release's backport (patches/backports/<release>/<name>.patch, applied exactly);
-patches the release does not need are skipped with their reason."""
+from it by replaying it with git onto that release's pristine sdist: first upstream's own fixes the release lacks and
+a flow of this package needs (`upstream_fixes`, patches/upstream/), then each patch of the series with a 3-way merge
+(`git am -3`), or, where that conflicts, a backport applied exactly (zero fuzz; git finds offsets). A backport is
+stored once, under the release it was written for (patches/backports/<release>/<name>.patch); another release whose
+tree it fits records it in `backports` instead of a copy. Patches a release does not need are skipped with their
+reason."""
 
 import json
 import tempfile
@@ -49,8 +52,19 @@ def _backport_remedy(version):
     )
 
 
+def backport_of(project, version, record, name):
+    """The backport of `name` that release `version` applies: its own, or the one it records of another release."""
+    own = project.backport_path(version, name)
+    if own.exists():
+        return own
+    if name in record.get("backports", {}):
+        return project.backport_path(record["backports"][name], name)
+    return None
+
+
 def release_plan(project, version, record, entries):
-    """[(name, patch file, is a backport)] that make release `version`, in series order, after checking its data."""
+    """[(name, patch file, applied exactly)] that make release `version`: upstream's fixes it lacks, then the series in
+    order, each patch as its backport where it has one; after checking its data."""
     problems = []
     for name, reason in record["skipped"].items():
         if name not in entries:
@@ -63,13 +77,28 @@ def release_plan(project, version, record, entries):
             problems.append(
                 f"{path.relative_to(project.root)} is the backport of no patch that {version} applies; delete it."
             )
+    for name, other in record.get("backports", {}).items():
+        if name not in entries or name in record["skipped"]:
+            problems.append(f"releases.json: {version} records a backport of {name}, which it does not apply.")
+        elif project.backport_path(version, name).exists():
+            problems.append(
+                f"releases.json: {version} has its own backport of {name} and records {other}'s too; keep one."
+            )
+        elif not project.backport_path(other, name).exists():
+            problems.append(f"releases.json: {version} records the backport of {name} of {other}, which has none.")
+    fixes = record.get("upstream_fixes", [])
+    problems.extend(
+        f"releases.json: {version} needs upstream's fix {fix}, which is not in patches/upstream/."
+        for fix in fixes
+        if not (project.upstream_fixes_dir / fix).exists()
+    )
     if problems:
         raise SeriesError("\n".join(problems))
-    plan = []
+    plan = [(fix, project.upstream_fixes_dir / fix, True) for fix in fixes]
     for name in entries:
         if name not in record["skipped"]:
-            backport = project.backport_path(version, name)
-            plan.append((name, backport, True) if backport.exists() else (name, project.patches_dir / name, False))
+            backport = backport_of(project, version, record, name)
+            plan.append((name, backport, True) if backport else (name, project.patches_dir / name, False))
     return plan
 
 
@@ -92,8 +121,10 @@ def replay(project, repo, version, plan, editing):
     for index, (name, patch, is_backport) in enumerate(plan):
         where = patch.relative_to(project.root)
         if is_backport and not editing:
-            remedy = f"The backport {where} no longer applies exactly (an earlier patch changed?). "
-            series.apply_patch(repo, name, patch, three_way=False, remedy=remedy + _backport_remedy(version))
+            remedy = f"{where} no longer applies exactly onto {version} (an earlier patch changed?). "
+            series.apply_patch(
+                repo, name, patch, three_way=False, remedy=remedy + _backport_remedy(version), offsets=True
+            )
             continue
         result = git(repo, "am", *series.AM_FLAGS, "--3way", str(patch), check=False)
         if result.returncode == 0:
@@ -116,12 +147,14 @@ def replay(project, repo, version, plan, editing):
         raise SeriesError("\n".join(lines))
 
 
-def replays_cleanly(repo, commit, patch):
-    """Whether `patch` replays with git (3-way) onto the parent of `commit`, giving exactly `commit`'s tree."""
+def replays_cleanly(repo, commit, patch, three_way=True):
+    """Whether `patch` replays with git (3-way, or exactly) onto the parent of `commit`, giving exactly `commit`'s
+    tree."""
     with tempfile.TemporaryDirectory() as tmp:
         index = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         git(repo, "read-tree", f"{commit}^", env=index)
-        if git(repo, "apply", "--3way", "--cached", str(patch), check=False, env=index).returncode != 0:
+        merge = ["--3way"] if three_way else []
+        if git(repo, "apply", *merge, "--cached", str(patch), check=False, env=index).returncode != 0:
             return False
         tree = git(repo, "write-tree", env=index).stdout.strip()
     return tree == git(repo, "rev-parse", f"{commit}^{{tree}}").stdout.strip()
@@ -139,10 +172,10 @@ def check_release(project, primary_repo, repo, version):
             "its series touches (a patch was added or changed?); run `make refresh-releases`."
         )
     for (name, patch, is_backport), commit in zip(plan, series.series_commits(repo)):
-        if not is_backport:
+        if not is_backport or patch.parent == project.upstream_fixes_dir:
             continue
         where = patch.relative_to(project.root)
-        if series.export_commit(repo, commit) != patch.read_bytes():
+        if patch.parent.name == version and series.export_commit(repo, commit) != patch.read_bytes():
             problems.append(f"{where}: a re-export differs from the committed file; {remedy}.")
         elif replays_cleanly(repo, commit, project.patches_dir / name):
             problems.append(
@@ -162,11 +195,41 @@ def check_releases(project, primary_repo, scratch):
         for directory in (sorted(project.backports_dir.iterdir()) if project.backports_dir.is_dir() else [])
         if directory.name not in supported
     ]
+    problems.extend(stale_backports(project))
     for version in supported[1:]:
         try:
             problems.extend(check_release(project, primary_repo, scratch / version, version))
         except SeriesError as e:
             problems.append(str(e))
+    return problems
+
+
+def backport_users(project, stored_for, name):
+    """The releases that apply the backport of `name` stored for release `stored_for`."""
+    records = project.read_releases()["releases"]
+    return [
+        version
+        for version in project.supported_releases()[1:]
+        if version == stored_for or records[version].get("backports", {}).get(name) == stored_for
+    ]
+
+
+def stale_backports(project):
+    """Backports written for an earlier state of their patch: the series' patch changed the lines it adds or removes
+    since (releases.json `backport_of` records them when the backport is written), so the backport may no longer make
+    the same change."""
+    recorded = project.read_releases().get("backport_of", {})
+    problems = []
+    for path in sorted(project.backports_dir.glob("*/*.patch")):
+        key = f"{path.parent.name}/{path.name}"
+        primary = project.patches_dir / path.name
+        if primary.exists() and recorded.get(key) != series.changed_lines_digest(primary.read_text()):
+            users = backport_users(project, path.parent.name, path.name)
+            problems.append(
+                f"{path.relative_to(project.root)} backports {path.name} as it was: the series' {path.name} changed "
+                "the lines it adds or removes since, so the backport may no longer make the same change. Rewrite "
+                "it for " + ", ".join(f"`make edit RELEASE={v}` + `make refresh RELEASE={v}`" for v in users) + "."
+            )
     return problems
 
 
@@ -212,29 +275,51 @@ def refresh_release(project, version):
     if git(repo, "status", "--porcelain").stdout.strip():
         raise SeriesError(f"{repo} has uncommitted changes; commit them first.")
     names = series.series_names(repo)
-    expected = [name for name in project.read_series() if name not in record["skipped"]]
+    fixes = record.get("upstream_fixes", [])
+    expected = [*fixes, *(name for name in project.read_series() if name not in record["skipped"])]
     if names != expected:
         raise SeriesError(
-            f"the commits in {repo} must be the series' patches in order, less those {version} skips "
-            f"(releases.json); found {', '.join(names) or 'none'}. To skip a patch on {version}, record why in "
-            f"patches/releases.json (`skipped`) and run `make edit RELEASE={version}` again."
+            f"the commits in {repo} must be upstream's fixes {version} records, then the series' patches in order, "
+            f"less those {version} skips (releases.json); found {', '.join(names) or 'none'}. To skip a patch on "
+            f"{version}, record why in patches/releases.json (`skipped`) and run `make edit RELEASE={version}` again."
         )
-    backported = []
-    directory = project.backports_dir / version
-    for name, commit in zip(names, series.series_commits(repo)):
-        path = project.backport_path(version, name)
+    releases = project.read_releases()
+    shared, written = {}, {}
+    for name, commit in zip(names[len(fixes) :], series.series_commits(repo)[len(fixes) :]):
+        own = project.backport_path(version, name)
         if replays_cleanly(repo, commit, project.patches_dir / name):
-            path.unlink(missing_ok=True)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(series.export_commit(repo, commit))
-            backported.append(name)
+            own.unlink(missing_ok=True)
+            continue
+        other = _fitting_backport(project, repo, version, name, commit)
+        if other:
+            own.unlink(missing_ok=True)
+            shared[name] = other
+            continue
+        own.parent.mkdir(parents=True, exist_ok=True)
+        own.write_bytes(series.export_commit(repo, commit))
+        written[f"{version}/{name}"] = series.changed_lines_digest((project.patches_dir / name).read_text())
+    directory = project.backports_dir / version
     if directory.is_dir() and not any(directory.iterdir()):
         directory.rmdir()
-    releases = project.read_releases()
     releases["releases"][version]["files"] = series.pristine_hashes(repo)
+    releases["releases"][version]["backports"] = shared
+    stored = {f"{path.parent.name}/{path.name}" for path in project.backports_dir.glob("*/*.patch")}
+    digests = {**releases.get("backport_of", {}), **written}
+    releases["backport_of"] = {key: digest for key, digest in digests.items() if key in stored}
     project.write_releases(releases)
-    return names, backported
+    return names, [*shared, *(key.split("/", 1)[1] for key in written)]
+
+
+def _fitting_backport(project, repo, version, name, commit):
+    """Another release whose stored backport of `name` applies exactly onto `commit`'s parent in `repo`, giving its
+    tree (none while `version`'s own backport is one that other releases apply)."""
+    if len(backport_users(project, version, name)) > 1:
+        return None
+    for other in project.supported_releases()[1:]:
+        path = project.backport_path(other, name)
+        if other != version and path.exists() and replays_cleanly(repo, commit, path, three_way=False):
+            return other
+    return None
 
 
 def add_release(project, version):
@@ -261,5 +346,7 @@ def release_vendor(project, version, primary=None):
             return vendoring.build_vendor(project, primary, project.read_series())
         plan = release_checkout(project, primary, Path(tmp) / version, version)
         names = [name for name, _, _ in plan]
-        backported = [name for name, _, is_backport in plan if is_backport]
+        backported = [
+            name for name, patch, is_backport in plan if is_backport and patch.parent != project.upstream_fixes_dir
+        ]
         return vendoring.build_vendor(project, Path(tmp) / version, names, record, backported)

@@ -52,6 +52,7 @@ class Project:
         self.vendor_dir = self.root / "diffusers_patched" / "_vendor"
         self.releases_file = self.patches_dir / "releases.json"
         self.backports_dir = self.patches_dir / "backports"
+        self.upstream_fixes_dir = self.patches_dir / "upstream"
         self.work_dir = self.root / "build" / "series"
         self.rebase_dir = self.root / "build" / "rebase"
 
@@ -150,6 +151,18 @@ def _patch_hunks(patch_text):
     return hunks
 
 
+def changed_lines_digest(patch_text):
+    """sha256 of the lines a patch removes and adds, per file, in order: the change itself, without its context, hunk
+    positions or index lines (which differ between releases)."""
+    changed = []
+    for line in patch_text.splitlines():
+        if line.startswith("diff --git "):
+            changed.append(line.split(" b/", 1)[1])
+        elif changed and line[:1] in ("+", "-") and not line.startswith(("+++ ", "--- ")):
+            changed.append(line)
+    return hashlib.sha256("\n".join(changed).encode()).hexdigest()
+
+
 def _apply_error(name, patch_text, git_output, remedy):
     """Name the patch, the file and the hunk from `git apply -v` output."""
     hunks = _patch_hunks(patch_text)
@@ -191,15 +204,16 @@ def apply_series(project, repo, entries, three_way=False):
         apply_patch(repo, name, project.patches_dir / name, three_way)
 
 
-def apply_patch(repo, name, patch, three_way, remedy=_PRIMARY_REMEDY):
-    """`git am` one patch file, exactly (zero fuzz and offset) unless `three_way`, as the series commit `name`.
+def apply_patch(repo, name, patch, three_way, remedy=_PRIMARY_REMEDY, offsets=False):
+    """`git am` one patch file, exactly (zero fuzz, and zero offset unless `offsets`) unless `three_way`, as the
+    series commit `name`.
 
     The commit gets a `Patch-Filename:` trailer naming its patch file, which `refresh` and `rebase` keep the name by.
     """
     if not three_way:
         check = git(repo, "apply", "--check", "--verbose", str(patch), check=False)
         output = check.stdout + check.stderr
-        if check.returncode != 0 or "(offset " in output:
+        if check.returncode != 0 or ("(offset " in output and not offsets):
             raise SeriesError(_apply_error(name, patch.read_text(errors="replace"), output, remedy))
     result = git(repo, "am", *AM_FLAGS, *(["--3way"] if three_way else []), str(patch), check=False)
     if result.returncode != 0:
