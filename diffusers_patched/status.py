@@ -29,6 +29,7 @@ def status_report():
         f"guards: {'FAIL, patched modules will be served from upstream' if problems else 'pass'}",
     ]
     lines.extend(f"  problem: {problem}" for problem in problems)
+    lines.extend(stack_lines())
     lines.append("patches:")
     for patch in _vendor.PATCHES:
         upstream = f"bug: {', '.join(patch['bugs'])}" if patch["bugs"] else f"origin: {patch['origin']}"
@@ -52,6 +53,24 @@ def status_report():
             loaded = "loaded, UPSTREAM"
         lines.append(f"  {name}: {loaded}")
     return "\n".join(lines)
+
+
+def stack_lines():
+    """The installed version of each dependency, and whether it is inside the range this build was verified on."""
+    try:
+        stack = activation.stack_versions()
+    except Exception as e:
+        return [f"stack: could not be read ({type(e).__name__}: {e})"]
+    if not stack:
+        return ["stack: no verified ranges (diffusers-patched runs without its installed metadata)"]
+    lines = [f"stack (verified ranges of diffusers-patched {_vendor.VERSION}):"]
+    for name, version, specifier, inside in stack:
+        if version is None:
+            lines.append(f"  {name}: not installed (optional; verified: {specifier})")
+        else:
+            verdict = "inside" if inside else "OUTSIDE (the patches stay on)"
+            lines.append(f"  {name} {version}: {verdict} the verified range {name}{specifier}")
+    return lines
 
 
 def main(argv=None):
