@@ -29,7 +29,6 @@ def status_report():
         f"guards: {'FAIL, patched modules will be served from upstream' if problems else 'pass'}",
     ]
     lines.extend(f"  problem: {problem}" for problem in problems)
-    lines.extend(stack_lines())
     lines.append("patches:")
     for patch in _vendor.PATCHES:
         upstream = f"bug: {', '.join(patch['bugs'])}" if patch["bugs"] else f"origin: {patch['origin']}"
@@ -52,6 +51,7 @@ def status_report():
         else:
             loaded = "loaded, UPSTREAM"
         lines.append(f"  {name}: {loaded}")
+    lines.extend(stack_lines())
     return "\n".join(lines)
 
 
@@ -76,6 +76,8 @@ def stack_lines():
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="diffusers-patched", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("status", help="upstream version, activation state, patches and vendored modules")
+    commands.add_parser(
+        "status", help="upstream version, activation state, patches, vendored modules and the installed stack"
+    )
     parser.parse_args(argv)
     print(status_report())
