@@ -52,23 +52,24 @@ def stack_pins(project, version, stack):
     return {**newest, **{wheels.canonical(name): pin for name, pin in own.items()}}
 
 
-def _pip_error(stderr):
-    """pip's error and its explanation, without the warnings before it."""
-    lines = stderr.splitlines()
+def _pip_error(output):
+    """pip's error and its explanation ("The conflict is caused by: ..."), without its warnings and progress."""
+    lines = output.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("ERROR:")), 0)
-    return "\n".join(lines[start:]).strip()
+    return "\n".join(line for line in lines[start:] if not line.startswith("WARNING:")).strip()
 
 
 def resolve(requirements):
     """The `name==version` pip would install or change to satisfy `requirements` over the environment here."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
+        # Not --quiet: pip explains a conflict at its normal verbosity only.
         result = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report), *requirements],
-            capture_output=True, text=True, check=False,
+            [sys.executable, "-m", "pip", "install", "--dry-run", "--report", str(report), *requirements],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False,
         )  # fmt: skip
         if result.returncode != 0:
-            raise StackError(_pip_error(result.stderr))
+            raise StackError(_pip_error(result.stdout))
         install = json.loads(report.read_text())["install"]
     return sorted(f"{item['metadata']['name']}=={item['metadata']['version']}" for item in install)
 
@@ -106,14 +107,18 @@ def passed_carried_tests(stdout):
 
 
 def run_side(project, version, pythonpath, carried_dir, side):
-    """{"scenarios": {name: verdict}, "carried": [passed node ids]} of one side, one interpreter each."""
+    """{"scenarios": {name: verdict}, "carried": [passed node ids], "errors": {scenario or test: its error}} of one
+    side, one interpreter each."""
     patched = side == "patched"
     outcomes = run_scenarios(list(SCENARIOS), patched, site=pythonpath)
     deselect = project.release_record(version).get("carried_tests", {})
     result = run_carried_tests(carried_dir, run_python, patched, env={"PYTHONPATH": pythonpath}, deselect=deselect)
+    errors = {name: outcome.verdict(SCENARIOS[name])[1].partition("\n")[0][:300] for name, outcome in outcomes.items()}
+    errors.update(re.findall(r"^(?:FAILED|ERROR) (\S+) - (.{0,300})", result.stdout, re.MULTILINE))
     return {
         "scenarios": {name: outcome.verdict(SCENARIOS[name])[0] for name, outcome in outcomes.items()},
         "carried": sorted(passed_carried_tests(result.stdout)),
+        "errors": errors,
     }
 
 
@@ -189,6 +194,8 @@ def render(results, stacks, command, seconds):
                 lines.append(f"- {version} {stack}: pip cannot install it: {result['error']}")
             elif stack != VERIFIED:
                 lines.append(f"- {version} {stack}: {' '.join(result['installed'])}")
+                lost = regressions(by_stack[VERIFIED], result)
+                lines.extend(f"  - {name}: {result['patched']['errors'].get(name, 'did not pass')}" for name in lost)
     return "\n".join(lines) + "\n"
 
 
