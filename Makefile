@@ -9,7 +9,7 @@ STAMP := $(dir $(PYTHON)).diffusers-patched-deps
 OUT ?= dist/patches
 CLI = $(PYTHON) -m tools.cli
 
-.PHONY: wheels requirements publish refresh-releases install demo test test-fast test-gpu check-patches vendor export-patches verify-prs edit refresh rebase rebase-continue bench lint
+.PHONY: wheels requirements publish refresh-releases install demo test test-stacks test-fast test-gpu check-patches vendor export-patches verify-prs edit refresh rebase rebase-continue bench lint
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -44,6 +44,11 @@ wheels: $(STAMP)
 # The GPU tests (tests/gpu/, marker `gpu`) are skipped without a CUDA device; -rs prints how many, and why.
 test: install check-patches lint
 	$(PYTHON) -m pytest -rs tests
+
+# The release check: every supported release on its floor and newest dependency stacks (constraints/), both sides,
+# against the verified one; the release x stack table also goes to build/stacks.md. RELEASE=X.Y.Z: only that release.
+test-stacks: install
+	$(PYTHON) -m tools.stacks $(if $(RELEASE),--release $(RELEASE))
 
 # For edit loops: every scenario once, patched side only (each patch shows in one at least); no upstream runs, no
 # carried upstream tests, no lint. `make test` before pushing.

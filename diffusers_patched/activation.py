@@ -13,6 +13,9 @@ from . import _vendor
 
 ENV_SWITCH = "DIFFUSERS_PATCHED"
 ENV_STRICT = "DIFFUSERS_PATCHED_STRICT"
+DISTRIBUTION = "diffusers-patched"
+# Extras whose dependencies count as the stack when installed (`dev` is this project's tooling, not the stack).
+STACK_EXTRAS = ("lora",)
 _TRUE_VALUES = {"1", "true", "yes", "on"}
 # diffusers_patched.pth repeats these, to skip importing the package when it is switched off.
 _FALSE_VALUES = {"0", "false", "no", "off"}
@@ -32,6 +35,8 @@ class _State:
         # None until the first patched module is imported; then whether the guards passed.
         self.guards_passed = None
         self.problems = []
+        # Installed dependencies outside the ranges this build was verified on (see `stack_versions`).
+        self.outside_ranges = []
 
 
 state = _State()
@@ -119,6 +124,47 @@ def upstream_problems():
     return problems
 
 
+def verified_ranges():
+    """{name: specifier} of the stack this build declares (its Requires-Dist, less diffusers and the `dev` extra): the
+    ranges it was verified on (`make test-stacks`). Empty where the package runs without its metadata (a checkout)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    site_dir = os.path.dirname(os.path.dirname(VENDOR_DIR))
+    dist = next(iter(metadata.distributions(name=DISTRIBUTION, path=[site_dir])), None)
+    ranges = {}
+    for line in (dist.requires or []) if dist is not None else []:
+        requirement = Requirement(line)
+        wanted = requirement.marker is None or any(requirement.marker.evaluate({"extra": e}) for e in STACK_EXTRAS)
+        if wanted and requirement.name != "diffusers":
+            ranges[requirement.name] = requirement.specifier
+    return ranges
+
+
+def stack_versions():
+    """[(name, installed version or None, specifier, inside the specifier)] of the declared stack."""
+    from importlib import metadata
+
+    stack = []
+    for name, specifier in verified_ranges().items():
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            stack.append((name, None, specifier, True))  # only an optional one can be missing: pip installs the rest
+            continue
+        stack.append((name, version, specifier, specifier.contains(version, prereleases=True)))
+    return stack
+
+
+def outside_ranges_message(outside):
+    listed = "; ".join(
+        f"{name} {version} is installed, outside the range it was verified on ({name}{specifier})"
+        for name, version, specifier in outside
+    )
+    return f"{listed}. diffusers-patched {_vendor.VERSION} stays on; `diffusers-patched status` lists the stack."
+
+
 def _unpatched_message():
     return "serving upstream diffusers unpatched: " + " ".join(state.problems)
 
@@ -161,6 +207,15 @@ class VendoredModuleFinder:
             state.reason = "inactive: installed diffusers does not match the base of the series"
             if not is_strict():
                 _warn(_unpatched_message())
+            return
+        try:
+            outside = [(name, version, spec) for name, version, spec, inside in stack_versions() if not inside]
+        except Exception as e:  # an unreadable stack must not turn an import into an error
+            outside = []
+            state.reason = f"active (the installed stack could not be checked: {type(e).__name__}: {e})"
+        state.outside_ranges = outside
+        if outside:
+            _warn(outside_ranges_message(outside))
 
 
 def activate():

@@ -51,12 +51,33 @@ def status_report():
         else:
             loaded = "loaded, UPSTREAM"
         lines.append(f"  {name}: {loaded}")
+    lines.extend(stack_lines())
     return "\n".join(lines)
+
+
+def stack_lines():
+    """The installed version of each dependency, and whether it is inside the range this build was verified on."""
+    try:
+        stack = activation.stack_versions()
+    except Exception as e:
+        return [f"stack: could not be read ({type(e).__name__}: {e})"]
+    if not stack:
+        return ["stack: no verified ranges (diffusers-patched runs without its installed metadata)"]
+    lines = [f"stack (verified ranges of diffusers-patched {_vendor.VERSION}):"]
+    for name, version, specifier, inside in stack:
+        if version is None:
+            lines.append(f"  {name}: not installed (optional; verified: {specifier})")
+        else:
+            verdict = "inside" if inside else "OUTSIDE (the patches stay on)"
+            lines.append(f"  {name} {version}: {verdict} the verified range {name}{specifier}")
+    return lines
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="diffusers-patched", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("status", help="upstream version, activation state, patches and vendored modules")
+    commands.add_parser(
+        "status", help="upstream version, activation state, patches, vendored modules and the installed stack"
+    )
     parser.parse_args(argv)
     print(status_report())

@@ -1,7 +1,8 @@
 """`make wheels`: one wheel per supported release, `diffusers_patched-<release>.post<N>-py3-none-any.whl`.
 
-Each wheel requires exactly `diffusers==<release>` and carries that release's vendored tree (pristine + series, see
-tools/series.py), whose manifest gives the guards the release's version and file hashes. The package is copied into
+Each wheel requires exactly `diffusers==<release>`, declares the dependency ranges that release was verified on (its
+floor stack, `constraints/floor-<release>.txt`; `make test-stacks`) and carries that release's vendored tree
+(pristine + series, see tools/series.py), whose manifest gives the guards the release's version and file hashes. The package is copied into
 a scratch build directory with the release's tree, so the committed `diffusers_patched/_vendor` (the primary's)
 is never touched. Builds are reproducible: fixed SOURCE_DATE_EPOCH, normalized file modes, and the wheel's sorted
 entries, so a rebuild is byte-identical (checked by `dist/SHA256SUMS`).
@@ -23,6 +24,47 @@ from . import releases, series, upstream, vendoring
 SOURCE_DATE_EPOCH = "946684800"
 PACKAGE_FILES = ["pyproject.toml", "setup.py", "README.md"]
 _PIN_RE = re.compile(r'"diffusers==[^"]*"')
+_RANGE_RE = re.compile(r'"([A-Za-z0-9_.-]+)>=[^"]*"')
+# The dependency stacks each release is checked on (`make test-stacks`, tools/stacks.py).
+STACKS_DIR = series.REPO_ROOT / "constraints"
+
+
+def canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_pins(path):
+    """{canonical name: version} of a constraints file's `name==version` lines."""
+    pins = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[canonical(name)] = version
+    return pins
+
+
+def verified_ranges(version):
+    """{canonical name: lower bound} of the dependencies `version`'s build declares: its floor stack. No upper bounds:
+    the newest stack passes."""
+    return read_pins(STACKS_DIR / f"floor-{version}.txt")
+
+
+def with_verified_ranges(pyproject, version):
+    """`pyproject` (text) with each dependency's lower bound set to `version`'s verified range (its floor stack)."""
+    ranges = verified_ranges(version)
+    declared = {canonical(name) for name in _RANGE_RE.findall(pyproject)}
+    if not set(ranges) <= declared:
+        raise series.SeriesError(
+            f"constraints/floor-{version}.txt pins {sorted(set(ranges) - declared)}, which pyproject.toml does not "
+            "declare: a floor stack holds the declared dependencies only."
+        )
+
+    def verified(match):
+        floor = ranges.get(canonical(match[1]))
+        return match[0] if floor is None else f'"{match[1]}>={floor}"'
+
+    return _RANGE_RE.sub(verified, pyproject)
 
 
 def build_tree(project, version, dest, primary=None, vendor=None):
@@ -38,7 +80,8 @@ def build_tree(project, version, dest, primary=None, vendor=None):
     pyproject = (dest / "pyproject.toml").read_text()
     if len(_PIN_RE.findall(pyproject)) != 1:
         raise series.SeriesError('pyproject.toml must pin diffusers exactly once ("diffusers==X.Y.Z").')
-    (dest / "pyproject.toml").write_text(_PIN_RE.sub(f'"diffusers=={version}"', pyproject))
+    pyproject = with_verified_ranges(_PIN_RE.sub(f'"diffusers=={version}"', pyproject), version)
+    (dest / "pyproject.toml").write_text(pyproject)
     vendoring.write_vendor(
         project, vendor or releases.release_vendor(project, version, primary), dest / "diffusers_patched" / "_vendor"
     )
@@ -46,12 +89,13 @@ def build_tree(project, version, dest, primary=None, vendor=None):
         path.chmod(0o755 if path.is_dir() else 0o644)
 
 
-def build_wheel(project, version, out_dir, primary=None):
-    """Build the wheel for supported release `version` into `out_dir`; returns its path."""
+def build_wheel(project, version, out_dir, primary=None, vendor=None):
+    """Build the wheel for supported release `version` into `out_dir` (`vendor`: as in `build_tree`); returns its
+    path."""
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "source"
         source.mkdir()
-        build_tree(project, version, source, primary)
+        build_tree(project, version, source, primary, vendor)
         wheel_dir = Path(tmp) / "wheel"
         result = subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
