@@ -89,7 +89,7 @@ def pytest_sessionfinish(session, exitstatus):
     """Record the commit on which every per-release check (tests/test_releases.py) passed, unselected by nothing and
     with nothing uncommitted: `make publish` uploads only a commit so checked (tools/publish.py)."""
     from tools import publish
-    from tools.series import git
+    from tools.git import git
 
     options = session.config.option
     ran_releases = any(item.path.name == "test_releases.py" for item in session.items)

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .series import cache_dir
+from .upstream import cache_dir
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
