@@ -47,7 +47,13 @@ def read_pins(path):
 def verified_ranges(version):
     """{canonical name: lower bound} of the dependencies `version`'s build declares: its floor stack. No upper bounds:
     the newest stack passes."""
-    return read_pins(STACKS_DIR / f"floor-{version}.txt")
+    floor = STACKS_DIR / f"floor-{version}.txt"
+    if not floor.exists():
+        raise series.SeriesError(
+            f"constraints/{floor.name} is missing: write diffusers {version}'s floor stack (the oldest release of each "
+            f"dependency it works with; see constraints/), then `make test-stacks RELEASE={version}`."
+        )
+    return read_pins(floor)
 
 
 def with_verified_ranges(pyproject, version):
@@ -162,6 +168,7 @@ def release_site(project, version, wheel=None):
     Python, and the installed .pth's `import diffusers_patched` finds this directory's copy first. Cached by the
     wheels' hashes, so a changed series or stack gets a fresh directory. `wheel`: the release's wheel, if built.
     """
+    project.release_record(version)  # refuses an unsupported release before anything is built
     with tempfile.TemporaryDirectory() as tmp:
         wheel = wheel or build_wheel(project, version, tmp)
         wheels = [*release_wheels(project, version), wheel]
