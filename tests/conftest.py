@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -40,6 +41,21 @@ def run_python(code, *, patched=True, env=None, cwd=None, timeout=600):
 @pytest.fixture
 def python():
     return run_python
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A copy (tests/test_series.py, tests/test_upstream_prs.py) of the project's series and vendored tree in a temporary root."""
+    from tools import series
+
+    root = tmp_path / "project"
+    shutil.copytree(REPO_ROOT / "patches", root / "patches")
+    shutil.copytree(
+        REPO_ROOT / "diffusers_patched" / "_vendor",
+        root / "diffusers_patched" / "_vendor",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    return series.Project(root)
 
 
 @pytest.fixture(scope="session")

@@ -154,18 +154,8 @@ def cache(releases, monkeypatch):
     return releases["cache"]
 
 
-@pytest.fixture
-def project(tmp_path):
-    """A copy of the project's series and vendored tree in a temporary root."""
-    root = tmp_path / "project"
-    shutil.copytree(REPO_ROOT / "patches", root / "patches")
-    shutil.copytree(
-        REPO_ROOT / "diffusers_patched" / "_vendor",
-        root / "diffusers_patched" / "_vendor",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    assert snapshot(root) == snapshot(REPO_ROOT)
-    return series.Project(root)
+def test_a_copied_project_is_the_project(project):
+    assert snapshot(project.root) == snapshot(REPO_ROOT)
 
 
 @pytest.fixture

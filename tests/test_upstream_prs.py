@@ -2,7 +2,6 @@
 the PR), and what `make export-patches` writes per PR. `make verify-prs` (minutes of tests) is not run here."""
 
 import json
-import shutil
 
 import pytest
 from conftest import REPO_ROOT
@@ -27,19 +26,6 @@ def pr_named(prs, name):
 @pytest.fixture
 def prs():
     return json.loads(json.dumps(PRS))  # a copy to break
-
-
-@pytest.fixture
-def project(tmp_path):
-    """A copy of the project's series and vendored tree in a temporary root."""
-    root = tmp_path / "project"
-    shutil.copytree(REPO_ROOT / "patches", root / "patches")
-    shutil.copytree(
-        REPO_ROOT / "diffusers_patched" / "_vendor",
-        root / "diffusers_patched" / "_vendor",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    return series.Project(root)
 
 
 def test_the_committed_grouping_holds_every_forwardable_patch_once():

@@ -6,18 +6,11 @@ tests/support/scenarios.py has the demo's rows of the same pipelines (the modes 
 
 import sys
 
-from .scenarios import _main, exact, scenario
-from .tiny_pipelines import OFFLOAD_MODES, TINY_OFFLOAD_PIPELINES, offload_diff
+from .scenarios import _main, exact, offload_run, scenario
+from .tiny_pipelines import OFFLOAD_MODES, TINY_OFFLOAD_PIPELINES
 
 
 OFFLOAD_MODE_SCENARIOS = {}
-
-
-def _offload(pipeline, mode):
-    def run(workdir):
-        return {"diff": offload_diff(pipeline, mode)}
-
-    return run
 
 
 for _pipeline in TINY_OFFLOAD_PIPELINES:
@@ -29,7 +22,7 @@ for _pipeline in TINY_OFFLOAD_PIPELINES:
             text="max abs diff to the un-offloaded output {diff}",
             judge=lambda result: exact([result["diff"]]),
             registry=OFFLOAD_MODE_SCENARIOS,
-        )(_offload(_pipeline, _mode))
+        )(offload_run(_pipeline, _mode))
 
 
 if __name__ == "__main__":

@@ -1633,9 +1633,11 @@ def bnb_4bit_save_after_cpu_forward(workdir):
 # pipeline x mode table is tests/test_offload_modes.py.
 
 
-def _sequential_offload(pipeline):
+def offload_run(pipeline, mode):
+    """A scenario's run: the tiny `pipeline` offloaded in `mode`, its max abs diff to the un-offloaded output."""
+
     def run(workdir):
-        return {"diff": offload_diff(pipeline, "sequential")}
+        return {"diff": offload_diff(pipeline, mode)}
 
     return run
 
@@ -1665,7 +1667,7 @@ for _pipeline, _patch, _reads in [
         summary=f"{_pipeline} (tiny), enable_sequential_cpu_offload(device='cpu') vs. no offload: {_reads}",
         text="max abs diff to the un-offloaded output {diff}",
         judge=lambda result: exact([result["diff"]]),
-    )(_sequential_offload(_pipeline))
+    )(offload_run(_pipeline, "sequential"))
 
 
 def _judge_group_offload_of_unsupported_model(result):
