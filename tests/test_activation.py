@@ -15,9 +15,9 @@ from importlib.metadata import distribution
 from pathlib import Path
 
 import pytest
-from conftest import run_python
 
 from diffusers_patched.activation import _FALSE_VALUES
+from tests.conftest import run_python
 
 
 UPSTREAM_VERSION = "0.42.1"

@@ -7,8 +7,8 @@ numbers, counts, devices or the error it raised; the tests assert on those. Test
 
 import pytest
 import torch
-from conftest import REPO_ROOT
 
+from tests.conftest import REPO_ROOT
 from tests.support.assertions import (
     CAST_ERROR,
     CPU_DEVICE_ERROR,

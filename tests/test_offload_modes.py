@@ -1,8 +1,7 @@
 """Every offload mode of the pipelines whose offload tests upstream skips, on both sides: the README's table is what
 this measures (tests/support/offload_modes.py)."""
 
-from conftest import REPO_ROOT
-
+from tests.conftest import REPO_ROOT
 from tests.support.offload_modes import OFFLOAD_MODE_SCENARIOS
 from tests.support.scenarios import RIGHT, run_scenarios
 from tests.support.tiny_pipelines import OFFLOAD_MODES, TINY_OFFLOAD_PIPELINES

@@ -14,8 +14,8 @@ import time
 import urllib.request
 
 import pytest
-from conftest import REPO_ROOT
 
+from tests.conftest import REPO_ROOT
 from tools import publish, series, upstream, wheels
 from tools.git import git
 

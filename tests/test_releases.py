@@ -18,8 +18,8 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import REPO_ROOT, run_python
 
+from tests.conftest import REPO_ROOT, run_python
 from tests.support.carried_tests import run_carried_tests, skipped_tests, write_carried_tests
 from tests.support.scenarios import SCENARIOS, run_scenarios
 from tools import series, upstream, wheels

@@ -17,8 +17,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
 
+from tests.conftest import REPO_ROOT
 from tools import series, upstream, vendoring
 from tools.git import git
 from tools.releases import backport_users, refresh_releases, release_checkout, release_plan

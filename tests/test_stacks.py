@@ -5,10 +5,10 @@ the stacks themselves (tools/stacks.py)."""
 import re
 import zipfile
 
-from conftest import REPO_ROOT, run_python
 from packaging.requirements import Requirement
 
 from diffusers_patched.activation import verified_ranges
+from tests.conftest import REPO_ROOT, run_python
 from tools import series, stacks, wheels
 
 

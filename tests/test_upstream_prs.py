@@ -4,8 +4,8 @@ the PR), and what `make export-patches` writes per PR. `make verify-prs` (minute
 import json
 
 import pytest
-from conftest import REPO_ROOT
 
+from tests.conftest import REPO_ROOT
 from tools import series, upstream_prs
 
 

@@ -99,19 +99,19 @@ def run(args):
         names = series.refresh(project)
         return "patches, base record and vendored tree rewritten: " + ", ".join(names)
     if args.command == "rebase":
-        names, dropped, releases = series.rebase(project, args.version)
+        names, dropped, replays = series.rebase(project, args.version)
     else:
-        names, dropped, releases = series.rebase_continue(project)
+        names, dropped, replays = series.rebase_continue(project)
     report = [f"series rebased onto diffusers {project.read_base()['version']}: " + ", ".join(names)]
     report.extend(f"{name}: applied upstream, dropped from the series" for name in dropped)
-    report.extend(_release_report(releases))
+    report.extend(_release_report(replays))
     return "\n".join(report)
 
 
-def _release_report(releases):
+def _release_report(replays):
     """Lines for {release: problems}: which releases replay, and what the others need."""
     report = []
-    for version, problems in releases.items():
+    for version, problems in replays.items():
         report.append(f"diffusers {version}: " + ("replays, supported" if not problems else "NEEDS WORK:"))
         report.extend(f"  {line}" for problem in problems for line in problem.splitlines())
     return report

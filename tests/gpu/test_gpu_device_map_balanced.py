@@ -5,8 +5,8 @@ no GPU; see `GPU0_BUDGETS`); what happens once the components are loaded on CUDA
 """
 
 import pytest
-from conftest import requires_cuda
 
+from tests.conftest import requires_cuda
 from tests.support.assertions import META_COPY_ERROR, result_of
 
 

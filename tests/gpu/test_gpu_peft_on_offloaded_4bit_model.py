@@ -5,8 +5,8 @@ Not run yet: no GPU has been lent to this project. Both sides compute on GPU 0 w
 """
 
 import pytest
-from conftest import requires_cuda
 
+from tests.conftest import requires_cuda
 from tests.support.assertions import META_ITEM_ERROR, assert_all_zero, assert_raised, result_of
 
 

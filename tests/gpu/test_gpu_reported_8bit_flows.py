@@ -8,8 +8,8 @@ same diffusers 8-bit quantizer, LoRA loader and offload code.
 """
 
 import pytest
-from conftest import requires_cuda
 
+from tests.conftest import requires_cuda
 from tests.support.assertions import assert_all_zero, result_of
 
 

@@ -7,8 +7,8 @@ kernels: exact.
 """
 
 import pytest
-from conftest import requires_cuda
 
+from tests.conftest import requires_cuda
 from tests.support.assertions import META_COPY_ERROR, assert_all_zero, result_of
 from tests.support.gpu_scenarios import BNB_4BIT_KINDS
 

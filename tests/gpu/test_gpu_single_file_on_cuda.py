@@ -5,8 +5,8 @@ Not run yet: no GPU has been lent to this project. Upstream fails while loading,
 """
 
 import pytest
-from conftest import requires_cuda
 
+from tests.conftest import requires_cuda
 from tests.support.assertions import META_COPY_ERROR, assert_raised, result_of
 
 
