@@ -152,6 +152,41 @@ def _get_preload_module_classes(model: torch.nn.Module) -> List[str]:
     return sorted(preload_module_classes)
 
 
+def _sequential_cpu_offload(model: torch.nn.Module, device: torch.device):
+    """
+    Offloads `model` with accelerate's `cpu_offload`, except the submodules, parameters and buffers it lists in
+    `_exclude_from_sequential_cpu_offload`: they are used outside of `forward`, where no offload hook loads them, so
+    they stay on `device`. The other submodules of such a model are offloaded one by one; its own parameters and
+    buffers all stay on `device`, because an offload hook loads a module's own tensors together.
+    """
+    from accelerate import cpu_offload
+    from accelerate.hooks import AlignDevicesHook, add_hook_to_module
+    from accelerate.utils import set_module_tensor_to_device
+
+    excluded = getattr(model, "_exclude_from_sequential_cpu_offload", None) or []
+    if not excluded:
+        # make sure to offload buffers if not all high level weights
+        # are of type nn.Module
+        offload_buffers = len(model._parameters) > 0
+        cpu_offload(
+            model,
+            device,
+            offload_buffers=offload_buffers,
+            preload_module_classes=_get_preload_module_classes(model),
+        )
+        return
+
+    for name, child in model.named_children():
+        if name in excluded:
+            child.to(device)
+        else:
+            _sequential_cpu_offload(child, device)
+    for name, _ in [*model.named_parameters(recurse=False), *model.named_buffers(recurse=False)]:
+        set_module_tensor_to_device(model, name, device)
+    # As `cpu_offload` does: outputs go back to the device of the inputs.
+    add_hook_to_module(model, AlignDevicesHook(io_same_device=True), append=True)
+
+
 @dataclass
 class ImagePipelineOutput(BaseOutput):
     """
@@ -1341,9 +1376,7 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
         self._maybe_raise_error_if_group_offload_active(raise_error=True)
         self._maybe_raise_error_if_tensor_parallel_active()
 
-        if is_accelerate_available() and is_accelerate_version(">=", "0.14.0"):
-            from accelerate import cpu_offload
-        else:
+        if not is_accelerate_available() or is_accelerate_version("<", "0.14.0"):
             raise ImportError("`enable_sequential_cpu_offload` requires `accelerate v0.14.0` or higher")
 
         # The offload hooks move every weight to the meta device between forward passes. Keep the quantization
@@ -1402,15 +1435,7 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
             if name in self._exclude_from_cpu_offload:
                 model.to(device)
             else:
-                # make sure to offload buffers if not all high level weights
-                # are of type nn.Module
-                offload_buffers = len(model._parameters) > 0
-                cpu_offload(
-                    model,
-                    device,
-                    offload_buffers=offload_buffers,
-                    preload_module_classes=_get_preload_module_classes(model),
-                )
+                _sequential_cpu_offload(model, device)
 
     def enable_group_offload(
         self,
