@@ -518,12 +518,14 @@ def test_bnb_4bit_save_after_cpu_forward(patched_outcomes):
 
 # sequential-offload-preloads-modules-that-read-child-weights: modules that use their children's weights without
 # calling them are loaded as a whole by sequential offloading; same-vae-calls-its-bottleneck-as-a-module: the SAME
-# VAE's bottleneck is called as a module. Upstream fails earlier on the CPU, with its `cpu:0`.
+# VAE's bottleneck is called as a module; sequential-offload-keeps-what-ace-step-reads-outside-forward: what ACE-Step's
+# pipeline reads outside of forward stays loaded. Upstream fails earlier on the CPU, with its `cpu:0`.
 SEQUENTIAL_OFFLOAD_SCENARIOS = [
     "sequential-offload-hunyuan-dit",
     "sequential-offload-stable-audio",
     "sequential-offload-framepack-image-encoder",
     "sequential-offload-stable-audio-3-audio-to-audio",
+    "sequential-offload-ace-step",
 ]
 
 
@@ -544,6 +546,7 @@ GROUP_OFFLOAD_SCENARIOS = {
     "group-offload-hunyuan-dit": ("transformer", "HunyuanDiT2DModel"),
     "group-offload-stable-audio": ("vae", "AutoencoderOobleck"),
     "group-offload-stable-audio-3-audio-to-audio": ("vae", "AutoencoderSAME"),
+    "group-offload-ace-step": ("vae", "AutoencoderOobleck"),
 }
 
 

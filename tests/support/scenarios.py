@@ -222,9 +222,18 @@ def bnb_text_encoder_with_device_map(workdir):
         "low_cpu_mem_usage": kwargs["low_cpu_mem_usage"],
         "quantization_method": kwargs["quantization_config"].quantization_method(),
         "device_map": kwargs["device_map"],
-        "weight_type": type(pipe.text_encoder.encoder.layers[0].mlp.fc1.weight).__name__,
+        "weight_type": type(_first_mlp_weight(pipe.text_encoder)).__name__,
         "logged": logged,
     }
+
+
+def _clip_text_modules(text_encoder):
+    # transformers 5.x moved CLIPTextModel's `text_model` modules onto the model itself.
+    return getattr(text_encoder, "text_model", text_encoder)
+
+
+def _first_mlp_weight(text_encoder):
+    return _clip_text_modules(text_encoder).encoder.layers[0].mlp.fc1.weight
 
 
 def _encode(text_encoder, device="cpu"):
@@ -638,7 +647,7 @@ def save_offloaded_pipeline(workdir):
             "unet_tensors": len(expected_unet),
             "saved_diffs": _diffs(saved.text_encoder, expected, passes=1),
             # The pipeline saved stays offloaded, and still computes the same.
-            "offloaded_device": pipe.text_encoder.embeddings.token_embedding.weight.device.type,
+            "offloaded_device": _clip_text_modules(pipe.text_encoder).embeddings.token_embedding.weight.device.type,
             "offloaded_diffs": _diffs(pipe.text_encoder, expected, passes=1),
         }
     return {"kinds": kinds}
@@ -1505,7 +1514,7 @@ def bnb_text_encoder_planned_on_cpu(workdir):
             (pipe.text_encoder(input_ids)[0] - reference.text_encoder(input_ids)[0]).abs().max().item()
             for _ in range(3)
         ]
-    weight = pipe.text_encoder.encoder.layers[0].mlp.fc1.weight
+    weight = _first_mlp_weight(pipe.text_encoder)
     return {
         "plan": dict(sorted(plan.items())),
         "hf_device_map": pipe.hf_device_map,
@@ -1660,6 +1669,12 @@ for _pipeline, _patch, _reads in [
         "same-vae-calls-its-bottleneck-as-a-module.patch",
         "the SAME VAE encodes with its bottleneck's encode method, which no offload hook sees",
     ),
+    (
+        "ace-step",
+        "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch",
+        "the pipeline reads the condition encoder's null_condition_emb and silence_latent, and decodes audio codes "
+        "with the audio tokenizer's quantizer, outside of any forward",
+    ),
 ]:
     scenario(
         f"sequential-offload-{_pipeline}",
@@ -1689,6 +1704,7 @@ for _pipeline, _model_class in [
     ("hunyuan-dit", "HunyuanDiT2DModel"),
     ("stable-audio", "AutoencoderOobleck"),
     ("stable-audio-3-audio-to-audio", "AutoencoderSAME"),
+    ("ace-step", "AutoencoderOobleck"),
 ]:
     scenario(
         f"group-offload-{_pipeline}",

@@ -475,11 +475,129 @@ def tiny_framepack_image_encoder_pipeline():
     return pipe, lambda pipe: pipe.encode_image(image)
 
 
+def tiny_word_tokenizer():
+    """A fast word-level tokenizer built here, for pipelines whose tokenizer would come from the Hub: every word is
+    `<unk>`, so prompts become sequences of one id, padded and truncated as the pipeline asks."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.WordLevel({"<pad>": 0, "<unk>": 1}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", unk_token="<unk>")
+
+
+def tiny_ace_step_pipeline():
+    """ACE-Step with upstream's test configs (its Qwen3 tokenizer built here): the pipeline reads its condition
+    encoder's `null_condition_emb` and `silence_latent` and decodes audio codes with its audio tokenizer's
+    `quantizer.get_output_from_indices`, none of them in a `forward`; its VAE (`AutoencoderOobleck`) has `weight_norm`
+    convolutions and declares `_supports_group_offloading = False`."""
+    import torch
+    from diffusers import AutoencoderOobleck, FlowMatchEulerDiscreteScheduler
+    from diffusers.models.transformers.ace_step_transformer import AceStepTransformer1DModel
+    from diffusers.pipelines.ace_step import (
+        AceStepAudioTokenDetokenizer,
+        AceStepAudioTokenizer,
+        AceStepConditionEncoder,
+        AceStepPipeline,
+    )
+    from transformers import Qwen3Config, Qwen3Model
+
+    attention = {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "rope_theta": 10000.0}
+    attention["sliding_window"] = 16
+    torch.manual_seed(0)
+    transformer = AceStepTransformer1DModel(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        in_channels=24,
+        audio_acoustic_hidden_dim=8,
+        patch_size=2,
+        **attention,
+    )
+    torch.manual_seed(0)
+    text_encoder = Qwen3Model(
+        Qwen3Config(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            vocab_size=16,
+            max_position_embeddings=256,
+        )
+    )
+    torch.manual_seed(0)
+    condition_encoder = AceStepConditionEncoder(
+        hidden_size=32,
+        intermediate_size=64,
+        text_hidden_dim=32,
+        timbre_hidden_dim=8,
+        num_lyric_encoder_hidden_layers=2,
+        num_timbre_encoder_hidden_layers=2,
+        **attention,
+    )
+    # The converter stores the encoded silence here; the constructor's zeros would hide a wrong one.
+    condition_encoder.silence_latent.normal_(generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    audio_tokenizer = AceStepAudioTokenizer(
+        hidden_size=32,
+        intermediate_size=64,
+        audio_acoustic_hidden_dim=8,
+        pool_window_size=2,
+        fsq_dim=32,
+        fsq_input_levels=[4, 4, 4],
+        fsq_input_num_quantizers=1,
+        num_attention_pooler_hidden_layers=1,
+        **attention,
+    )
+    torch.manual_seed(0)
+    audio_token_detokenizer = AceStepAudioTokenDetokenizer(
+        hidden_size=32,
+        intermediate_size=64,
+        audio_acoustic_hidden_dim=8,
+        pool_window_size=2,
+        num_attention_pooler_hidden_layers=1,
+        **attention,
+    )
+    torch.manual_seed(0)
+    vae = AutoencoderOobleck(
+        encoder_hidden_size=6,
+        downsampling_ratios=[1, 2],
+        decoder_channels=3,
+        decoder_input_channels=8,
+        audio_channels=2,
+        channel_multiples=[2, 4],
+        sampling_rate=4,
+    )
+    pipe = AceStepPipeline(
+        transformer=transformer.eval(),
+        condition_encoder=condition_encoder.eval(),
+        vae=vae.eval(),
+        text_encoder=text_encoder.eval(),
+        tokenizer=tiny_word_tokenizer(),
+        scheduler=FlowMatchEulerDiscreteScheduler(num_train_timesteps=1, shift=1.0),
+        audio_tokenizer=audio_tokenizer.eval(),
+        audio_token_detokenizer=audio_token_detokenizer.eval(),
+    )
+    inputs = {
+        "prompt": "A beautiful piano piece",
+        "lyrics": "[verse]\nSoft notes in the morning",
+        "audio_duration": 0.4,
+        "num_inference_steps": 2,
+        "max_text_length": 32,
+        # Cover conditioning on audio codes: decoded with `audio_tokenizer.quantizer.get_output_from_indices`.
+        "audio_codes": "<|audio_code_5|><|audio_code_17|><|audio_code_3|>",
+    }
+    return pipe, lambda pipe: pipe(**inputs, generator=torch.Generator().manual_seed(0)).audios
+
+
 TINY_OFFLOAD_PIPELINES = {
     "hunyuan-dit": tiny_hunyuan_dit_pipeline,
     "stable-audio": tiny_stable_audio_pipeline,
     "stable-audio-3-audio-to-audio": tiny_stable_audio_3_audio_to_audio_pipeline,
     "framepack-image-encoder": tiny_framepack_image_encoder_pipeline,
+    "ace-step": tiny_ace_step_pipeline,
 }
 OFFLOAD_MODES = ("sequential", "group-leaf", "group-block", "model")
 
