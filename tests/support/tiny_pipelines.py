@@ -4,6 +4,7 @@ Dimensions are multiples of 64: bitsandbytes' CPU 4-bit path needs that. diffuse
 imported before it is decided whether the patches are on.
 """
 
+import json
 from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
@@ -475,22 +476,48 @@ def tiny_framepack_image_encoder_pipeline():
     return pipe, lambda pipe: pipe.encode_image(image)
 
 
-def tiny_word_tokenizer():
-    """A fast word-level tokenizer built here, for pipelines whose tokenizer would come from the Hub: every word is
-    `<unk>`, so prompts become sequences of one id, padded and truncated as the pipeline asks."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+# The words of the tiny pipelines' prompts, for the tokenizers built here.
+PROMPT_WORDS = [
+    "a",
+    "beautiful",
+    "piano",
+    "piece",
+    "photo",
+    "of",
+    "cat",
+    "verse",
+    "soft",
+    "notes",
+    "in",
+    "the",
+    "morning",
+]
+
+
+def tiny_word_tokenizer(special_tokens, words=(), append_eos=None, **token_names):
+    """A fast word-level tokenizer built here, standing in for a pipeline's tokenizer on the Hub: ids for
+    `special_tokens`, then for `words` (any other word is `<unk>`, which `special_tokens` must hold); `append_eos` ends
+    every sequence with that token, as T5's tokenizer does; `token_names` names the special tokens (`pad_token=...`)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    tokenizer = Tokenizer(models.WordLevel({"<pad>": 0, "<unk>": 1}, unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", unk_token="<unk>")
+    vocab = {token: i for i, token in enumerate([*special_tokens, *words])}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    tokenizer.add_special_tokens(list(special_tokens))
+    if append_eos:
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"$A {append_eos}", special_tokens=[(append_eos, vocab[append_eos])]
+        )
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", **token_names)
 
 
 def tiny_ace_step_pipeline():
-    """ACE-Step with upstream's test configs (its Qwen3 tokenizer built here): the pipeline reads its condition
-    encoder's `null_condition_emb` and `silence_latent` and decodes audio codes with its audio tokenizer's
-    `quantizer.get_output_from_indices`, none of them in a `forward`; its VAE (`AutoencoderOobleck`) has `weight_norm`
-    convolutions and declares `_supports_group_offloading = False`."""
+    """ACE-Step with upstream's test configs (a tokenizer built here for its Qwen3 one on the Hub): the pipeline reads
+    its condition encoder's `null_condition_emb` and `silence_latent` and decodes audio codes with its audio
+    tokenizer's `quantizer.get_output_from_indices`, none of them in a `forward`; its VAE (`AutoencoderOobleck`) has
+    `weight_norm` convolutions and declares `_supports_group_offloading = False`."""
     import torch
     from diffusers import AutoencoderOobleck, FlowMatchEulerDiscreteScheduler
     from diffusers.models.transformers.ace_step_transformer import AceStepTransformer1DModel
@@ -502,6 +529,7 @@ def tiny_ace_step_pipeline():
     )
     from transformers import Qwen3Config, Qwen3Model
 
+    tokenizer = tiny_word_tokenizer(["<pad>", "<unk>"], PROMPT_WORDS, pad_token="<pad>")
     attention = {"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "rope_theta": 10000.0}
     attention["sliding_window"] = 16
     torch.manual_seed(0)
@@ -523,7 +551,7 @@ def tiny_ace_step_pipeline():
             num_attention_heads=4,
             num_key_value_heads=2,
             head_dim=8,
-            vocab_size=16,
+            vocab_size=len(tokenizer),
             max_position_embeddings=256,
         )
     )
@@ -575,7 +603,7 @@ def tiny_ace_step_pipeline():
         condition_encoder=condition_encoder.eval(),
         vae=vae.eval(),
         text_encoder=text_encoder.eval(),
-        tokenizer=tiny_word_tokenizer(),
+        tokenizer=tokenizer,
         scheduler=FlowMatchEulerDiscreteScheduler(num_train_timesteps=1, shift=1.0),
         audio_tokenizer=audio_tokenizer.eval(),
         audio_token_detokenizer=audio_token_detokenizer.eval(),
@@ -592,12 +620,297 @@ def tiny_ace_step_pipeline():
     return pipe, lambda pipe: pipe(**inputs, generator=torch.Generator().manual_seed(0)).audios
 
 
+def tiny_glm_image_pipeline():
+    """GLM-Image with upstream's test configs, its tokenizers and processor built here (upstream's test downloads
+    them): text-to-image, the autoregressive model generating the prior tokens."""
+    import torch
+    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, GlmImagePipeline, GlmImageTransformer2DModel
+    from transformers import (
+        GlmImageConfig,
+        GlmImageForConditionalGeneration,
+        GlmImageImageProcessorPil,
+        GlmImageProcessor,
+        T5Config,
+        T5EncoderModel,
+    )
+
+    # The glyph encoder's tokenizer, a T5 one; the prior's, whose special tokens the processor reads.
+    tokenizer = tiny_word_tokenizer(
+        ["<pad>", "</s>", "<unk>"], PROMPT_WORDS, append_eos="</s>", pad_token="<pad>", eos_token="</s>"
+    )
+    prior_special_tokens = ["<|endoftext|>", "<unk>", "[gMASK]", "<sop>", "<eop>", "<|image|>"]
+    prior_special_tokens += ["<|begin_of_image|>", "<|end_of_image|>", "<|user|>", "<|assistant|>"]
+    prior_tokenizer = tiny_word_tokenizer(
+        prior_special_tokens,
+        [*PROMPT_WORDS, *map(str, range(64))],
+        pad_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        bos_token="<|begin_of_image|>",
+        extra_special_tokens={"image_token": "<|image|>", "grid_bos_token": "<sop>", "grid_eos_token": "<eop>"},
+        padding_side="left",
+    )
+    chat_template = (
+        "[gMASK]{% for message in messages %}<|{{ message['role'] }}|>"
+        "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+        "{% for item in message['content'] %}"
+        "{% if item['type'] == 'image' %}<|begin_of_image|><|image|><|end_of_image|>"
+        "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}{% endfor %}"
+    )
+    image_processor = GlmImageImageProcessorPil(
+        size={"shortest_edge": 32 * 32, "longest_edge": 64 * 64}, patch_size=8, temporal_patch_size=1, merge_size=1
+    )
+    processor = GlmImageProcessor(
+        image_processor=image_processor, tokenizer=prior_tokenizer, chat_template=chat_template
+    )
+
+    torch.manual_seed(0)
+    text_encoder = T5EncoderModel(
+        T5Config(
+            vocab_size=len(tokenizer),
+            d_model=32,
+            d_kv=8,
+            d_ff=37,
+            num_layers=2,
+            num_heads=4,
+            relative_attention_num_buckets=8,
+            dropout_rate=0.0,
+            pad_token_id=0,
+            eos_token_id=1,
+            decoder_start_token_id=0,
+        )
+    )
+    torch.manual_seed(0)
+    vision_language_encoder = GlmImageForConditionalGeneration(
+        GlmImageConfig(
+            text_config={
+                "vocab_size": 168064,
+                "hidden_size": 32,
+                "intermediate_size": 32,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "max_position_embeddings": 512,
+                "vision_vocab_size": 128,
+                "rope_parameters": {"mrope_section": (4, 2, 2)},
+            },
+            vision_config={
+                "depth": 2,
+                "hidden_size": 32,
+                "num_heads": 2,
+                "image_size": 32,
+                "patch_size": 8,
+                "intermediate_size": 32,
+            },
+            vq_config={"embed_dim": 32, "num_embeddings": 128, "latent_channels": 32},
+        )
+    )
+    torch.manual_seed(0)
+    transformer = GlmImageTransformer2DModel(
+        patch_size=2,
+        in_channels=4,
+        out_channels=4,
+        num_layers=2,
+        attention_head_dim=8,
+        num_attention_heads=2,
+        text_embed_dim=32,
+        time_embed_dim=16,
+        condition_dim=8,
+        prior_vq_quantizer_codebook_size=128,
+    )
+    torch.manual_seed(0)
+    vae = AutoencoderKL(
+        block_out_channels=(4, 8, 16, 16),
+        in_channels=3,
+        out_channels=3,
+        down_block_types=["DownEncoderBlock2D"] * 4,
+        up_block_types=["UpDecoderBlock2D"] * 4,
+        latent_channels=4,
+        norm_num_groups=4,
+        sample_size=128,
+        latents_mean=[0.0] * 4,
+        latents_std=[1.0] * 4,
+    )
+    pipe = GlmImagePipeline(
+        tokenizer=tokenizer,
+        processor=processor,
+        text_encoder=text_encoder.eval(),
+        vision_language_encoder=vision_language_encoder.eval(),
+        vae=vae.eval(),
+        transformer=transformer.eval(),
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+    )
+    inputs = {
+        "prompt": "A photo of a cat",
+        "num_inference_steps": 2,
+        "guidance_scale": 1.5,
+        "height": 32,
+        "width": 32,
+        "max_sequence_length": 16,
+        "output_type": "pt",
+    }
+    return pipe, lambda pipe: pipe(**inputs, generator=torch.Generator().manual_seed(0)).images
+
+
+def tiny_joyimage_edit_pipeline():
+    """JoyImage edit with upstream's test configs; its Qwen3-VL processor, tokenizer and text encoder (downloaded by
+    upstream's test) built here: a byte-level BPE tokenizer trained on the pipeline's prompt template with Qwen's
+    special tokens, Qwen3-VL's image processor settings, and no video processor (transformers cannot build one without
+    torchvision; the pipeline passes no video)."""
+    import torch
+    from diffusers import (
+        AutoencoderKLWan,
+        FlowMatchEulerDiscreteScheduler,
+        JoyImageEditPipeline,
+        JoyImageEditTransformer3DModel,
+    )
+    from PIL import Image
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers import (
+        Qwen2Tokenizer,
+        Qwen2VLImageProcessorPil,
+        Qwen3VLConfig,
+        Qwen3VLForConditionalGeneration,
+        Qwen3VLProcessor,
+    )
+
+    special_tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>"]
+    special_tokens += ["<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>"]
+    special_tokens += ["<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
+    # Qwen2's pre-tokenization.
+    split = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+    bpe = Tokenizer(models.BPE())
+    bpe.normalizer = normalizers.NFC()
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    template = (
+        "system\n \\nDescribe the image by detailing the color, shape, size, texture, quantity, text, spatial "
+        "relationships of the objects and background:"
+    )
+    bpe.train_from_iterator(
+        [template, "user\n", "assistant\n", "a cat sitting on a bench"],
+        trainers.BpeTrainer(
+            vocab_size=400,
+            min_frequency=1,
+            special_tokens=special_tokens,
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
+    trained = json.loads(bpe.to_str())["model"]
+    merges = [tuple(merge.split(" ")) if isinstance(merge, str) else tuple(merge) for merge in trained["merges"]]
+    tokenizer = Qwen2Tokenizer(vocab=trained["vocab"], merges=merges, extra_special_tokens=special_tokens[1:])
+    tokenizer.add_tokens(special_tokens, special_tokens=True)
+
+    class Qwen3VLImageProcessor(Qwen3VLProcessor):
+        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+            super().__init__(image_processor, tokenizer, None, chat_template=chat_template, **kwargs)
+
+    image_processor = Qwen2VLImageProcessorPil(
+        patch_size=16,
+        temporal_patch_size=2,
+        merge_size=2,
+        min_pixels=4 * 28 * 28,
+        max_pixels=4 * 28 * 28,
+        image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5],
+    )
+    processor = Qwen3VLImageProcessor(image_processor=image_processor, tokenizer=tokenizer)
+
+    token_id = tokenizer.convert_tokens_to_ids
+    torch.manual_seed(0)
+    text_encoder = Qwen3VLForConditionalGeneration(
+        Qwen3VLConfig(
+            text_config={
+                "vocab_size": len(tokenizer),
+                "hidden_size": 16,
+                "intermediate_size": 32,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 8,
+                "max_position_embeddings": 512,
+                "rope_parameters": {
+                    "rope_type": "default",
+                    "rope_theta": 10000.0,
+                    "mrope_section": [2, 1, 1],
+                    "mrope_interleaved": True,
+                },
+                "pad_token_id": token_id("<|endoftext|>"),
+            },
+            vision_config={
+                "depth": 2,
+                "hidden_size": 16,
+                "intermediate_size": 32,
+                "num_heads": 2,
+                "in_channels": 3,
+                "patch_size": 16,
+                "spatial_merge_size": 2,
+                "temporal_patch_size": 2,
+                "out_hidden_size": 16,
+                "num_position_embeddings": 16,
+                "deepstack_visual_indexes": [0],
+            },
+            image_token_id=token_id("<|image_pad|>"),
+            video_token_id=token_id("<|video_pad|>"),
+            vision_start_token_id=token_id("<|vision_start|>"),
+            vision_end_token_id=token_id("<|vision_end|>"),
+        )
+    )
+    torch.manual_seed(0)
+    transformer = JoyImageEditTransformer3DModel(
+        patch_size=[1, 2, 2],
+        in_channels=16,
+        hidden_size=32,
+        num_attention_heads=2,
+        text_dim=16,
+        num_layers=1,
+        rope_dim_list=[4, 6, 6],
+        theta=256,
+    )
+    torch.manual_seed(0)
+    vae = AutoencoderKLWan(
+        base_dim=3, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1, temperal_downsample=[False, True, True]
+    )
+    pipe = JoyImageEditPipeline(
+        transformer=transformer.eval(),
+        vae=vae.eval(),
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        text_encoder=text_encoder.eval(),
+        tokenizer=tokenizer,
+        processor=processor,
+    )
+    inputs = {
+        "prompt": "a cat sitting on a bench",
+        "image": Image.new("RGB", (32, 32)),
+        "num_inference_steps": 2,
+        "guidance_scale": 1.0,
+        "height": 32,
+        "width": 32,
+        "max_sequence_length": 16,
+        "output_type": "pt",
+    }
+
+    def run(pipe):
+        # The VAE's latent sample draws from the global generator; upstream's test fixes the bucket as here.
+        torch.manual_seed(0)
+        with mock.patch("diffusers.pipelines.joyimage.image_processor.find_best_bucket", return_value=(32, 32)):
+            return pipe(**inputs, generator=torch.Generator().manual_seed(0)).images
+
+    return pipe, run
+
+
 TINY_OFFLOAD_PIPELINES = {
     "hunyuan-dit": tiny_hunyuan_dit_pipeline,
     "stable-audio": tiny_stable_audio_pipeline,
     "stable-audio-3-audio-to-audio": tiny_stable_audio_3_audio_to_audio_pipeline,
     "framepack-image-encoder": tiny_framepack_image_encoder_pipeline,
     "ace-step": tiny_ace_step_pipeline,
+    "glm-image": tiny_glm_image_pipeline,
+    "joyimage-edit": tiny_joyimage_edit_pipeline,
 }
 OFFLOAD_MODES = ("sequential", "group-leaf", "group-block", "model")
 
