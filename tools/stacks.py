@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.conftest import run_python
-from tests.support.carried_tests import run_carried_tests, write_carried_tests
+from tests.support.carried_tests import passed_tests, run_carried_tests, write_carried_tests
 from tests.support.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
 from tools import series, upstream, wheels
 
@@ -102,10 +102,6 @@ def installed_plan(site):
     return (site / "STACK.txt").read_text().split()
 
 
-def passed_carried_tests(stdout):
-    return set(re.findall(r"^PASSED (\S+)", stdout, re.MULTILINE))
-
-
 def run_side(project, version, pythonpath, carried_dir, side):
     """{"scenarios": {name: verdict}, "carried": [passed node ids], "errors": {scenario or test: its error}} of one
     side, one interpreter each."""
@@ -117,7 +113,7 @@ def run_side(project, version, pythonpath, carried_dir, side):
     errors.update(re.findall(r"^(?:FAILED|ERROR) (\S+) - (.{0,300})", result.stdout, re.MULTILINE))
     return {
         "scenarios": {name: outcome.verdict(SCENARIOS[name])[0] for name, outcome in outcomes.items()},
-        "carried": sorted(passed_carried_tests(result.stdout)),
+        "carried": sorted(passed_tests(result.stdout)),
         "errors": errors,
     }
 

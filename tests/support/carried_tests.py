@@ -44,3 +44,10 @@ def skipped_tests(stdout):
     """The skips pytest reported (`-rA`), as "file:line: reason". None of the carried tests needs an accelerator, so
     on any machine a skip means a library missing or too old (peft, gguf, bitsandbytes): a test that never ran."""
     return re.findall(r"^SKIPPED \[\d+\] (\S+: .*)$", stdout, re.MULTILINE)
+
+
+def passed_tests(stdout):
+    """The node ids pytest reported passed (`-rA`). A test whose subtests failed is reported both PASSED and
+    SUBFAILED: it did not pass."""
+    passed = set(re.findall(r"^PASSED (\S+)", stdout, re.MULTILINE))
+    return passed - set(re.findall(r"^SUBFAILED\(.*?\) (\S+)", stdout, re.MULTILINE))

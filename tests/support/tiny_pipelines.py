@@ -903,6 +903,32 @@ def tiny_joyimage_edit_pipeline():
     return pipe, run
 
 
+def tiny_dit_pipeline():
+    """DiT with upstream's test configs: `DiTTransformer2DModel` declares `_supports_group_offloading = False`."""
+    import torch
+    from diffusers import AutoencoderKL, DDIMScheduler, DiTPipeline, DiTTransformer2DModel
+
+    torch.manual_seed(0)
+    transformer = DiTTransformer2DModel(
+        sample_size=16,
+        num_layers=2,
+        patch_size=4,
+        attention_head_dim=8,
+        num_attention_heads=2,
+        in_channels=4,
+        out_channels=8,
+        attention_bias=True,
+        activation_fn="gelu-approximate",
+        num_embeds_ada_norm=1000,
+        norm_type="ada_norm_zero",
+        norm_elementwise_affine=False,
+    )
+    vae = AutoencoderKL(block_out_channels=(8,), norm_num_groups=8, latent_channels=4)
+    pipe = DiTPipeline(transformer=transformer.eval(), vae=vae.eval(), scheduler=DDIMScheduler())
+    inputs = {"class_labels": [1], "num_inference_steps": 2, "output_type": "pt"}
+    return pipe, lambda pipe: pipe(**inputs, generator=torch.Generator().manual_seed(0)).images
+
+
 TINY_OFFLOAD_PIPELINES = {
     "hunyuan-dit": tiny_hunyuan_dit_pipeline,
     "stable-audio": tiny_stable_audio_pipeline,
@@ -911,12 +937,18 @@ TINY_OFFLOAD_PIPELINES = {
     "ace-step": tiny_ace_step_pipeline,
     "glm-image": tiny_glm_image_pipeline,
     "joyimage-edit": tiny_joyimage_edit_pipeline,
+    "dit": tiny_dit_pipeline,
 }
 OFFLOAD_MODES = ("sequential", "group-leaf", "group-block", "model")
 
 
 def offload_diff(pipeline, mode):
-    """Max abs diff of the tiny `pipeline`'s output offloaded in `mode` (on the CPU) to its output without offloading."""
+    """Max abs diff of the tiny `pipeline`'s output offloaded in `mode` (on the CPU) to its output without offloading.
+
+    The group modes offload to disk: on a CPU, offloading to memory moves nothing, while a weight offloaded to disk
+    holds no data until it is onloaded, as one offloaded from an accelerator is elsewhere."""
+    import tempfile
+
     import torch
 
     make = TINY_OFFLOAD_PIPELINES[pipeline]
@@ -926,13 +958,18 @@ def offload_diff(pipeline, mode):
         expected = run(reference)
     pipe, run = make()
     pipe.set_progress_bar_config(disable=True)
-    if mode == "sequential":
-        pipe.enable_sequential_cpu_offload(device="cpu")
-    elif mode == "model":
-        pipe.enable_model_cpu_offload(device="cpu")
-    else:
-        offload_type = {"group-leaf": "leaf_level", "group-block": "block_level"}[mode]
-        pipe.enable_group_offload(onload_device=torch.device("cpu"), offload_type=offload_type, num_blocks_per_group=1)
-    with torch.no_grad():
-        output = run(pipe)
+    with tempfile.TemporaryDirectory() as offload_dir:
+        if mode == "sequential":
+            pipe.enable_sequential_cpu_offload(device="cpu")
+        elif mode == "model":
+            pipe.enable_model_cpu_offload(device="cpu")
+        else:
+            pipe.enable_group_offload(
+                onload_device=torch.device("cpu"),
+                offload_type={"group-leaf": "leaf_level", "group-block": "block_level"}[mode],
+                num_blocks_per_group=1,
+                offload_to_disk_path=offload_dir,
+            )
+        with torch.no_grad():
+            output = run(pipe)
     return (output - expected).abs().max().item()

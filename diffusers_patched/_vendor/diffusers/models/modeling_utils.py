@@ -301,7 +301,7 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
     _skip_layerwise_casting_patterns = None
     _supports_group_offloading = True
     _preload_module_classes = None
-    _exclude_from_sequential_cpu_offload = None
+    _exclude_from_offload = None
     _repeated_blocks = []
     _parallel_config = None
     _cp_plan = None

@@ -136,26 +136,10 @@ _DDUF_REMOVAL_MESSAGE = (
 logger = logging.get_logger(__name__)
 
 
-def _get_preload_module_classes(model: torch.nn.Module) -> List[str]:
-    """
-    Returns the classes of the submodules of `model` that sequential CPU offloading has to load as a whole, because
-    the weights of their children are used without calling the children, whose offload hooks then never run:
-    `torch.nn.MultiheadAttention` (it reads `out_proj.weight`), the classes a model lists in
-    `_preload_module_classes`, and the parents of modules with forward pre-hooks (`torch.nn.utils.weight_norm` and
-    `spectral_norm` compute the weight in one, before the offload hook of the module has loaded it).
-    """
-    preload_module_classes = {"MultiheadAttention"}
-    for module in model.modules():
-        preload_module_classes.update(getattr(module, "_preload_module_classes", None) or [])
-        if any(len(child._forward_pre_hooks) > 0 for child in module.children()):
-            preload_module_classes.add(module.__class__.__name__)
-    return sorted(preload_module_classes)
-
-
 def _sequential_cpu_offload(model: torch.nn.Module, device: torch.device):
     """
     Offloads `model` with accelerate's `cpu_offload`, except the submodules, parameters and buffers it lists in
-    `_exclude_from_sequential_cpu_offload`: they are used outside of `forward`, where no offload hook loads them, so
+    `_exclude_from_offload`: they are used outside of `forward`, where no offload hook loads them, so
     they stay on `device`. The other submodules of such a model are offloaded one by one; its own parameters and
     buffers all stay on `device`, because an offload hook loads a module's own tensors together.
     """
@@ -163,7 +147,9 @@ def _sequential_cpu_offload(model: torch.nn.Module, device: torch.device):
     from accelerate.hooks import AlignDevicesHook, add_hook_to_module
     from accelerate.utils import set_module_tensor_to_device
 
-    excluded = getattr(model, "_exclude_from_sequential_cpu_offload", None) or []
+    from ..hooks.group_offloading import _get_preload_module_classes
+
+    excluded = getattr(model, "_exclude_from_offload", None) or []
     if not excluded:
         # make sure to offload buffers if not all high level weights
         # are of type nn.Module
@@ -1491,7 +1477,8 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
                 "block_level".
             offload_to_disk_path (`str`, *optional*, defaults to `None`):
                 The path to the directory where parameters will be offloaded. Setting this option can be useful in
-                limited RAM environment settings where a reasonable speed-memory trade-off is desired.
+                limited RAM environment settings where a reasonable speed-memory trade-off is desired. Each component
+                is offloaded to a subdirectory named after it.
             num_blocks_per_group (`int`, *optional*):
                 The number of blocks per group when using offload_type="block_level". This is required when using
                 offload_type="block_level".
@@ -1566,6 +1553,9 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
         }
         for name, component in self.components.items():
             if name not in exclude_modules and isinstance(component, torch.nn.Module):
+                if offload_to_disk_path is not None:
+                    # Groups are saved under the names of their modules, which components share (`proj_out`, ...).
+                    group_offload_kwargs["offload_to_disk_path"] = os.path.join(offload_to_disk_path, name)
                 if hasattr(component, "enable_group_offload"):
                     component.enable_group_offload(**group_offload_kwargs)
                 else:

@@ -665,7 +665,7 @@ class AutoencoderSAME(ModelMixin, ConfigMixin, AttentionMixin):
     """
 
     _supports_gradient_checkpointing = False
-    _supports_group_offloading = False
+    _group_offload_block_modules = ["encoder", "bottleneck", "decoder"]
 
     @register_to_config
     def __init__(

@@ -244,7 +244,6 @@ class HunyuanDiT2DModel(ModelMixin, AttentionMixin, ConfigMixin):
 
     _skip_layerwise_casting_patterns = ["pos_embed", "norm", "pooler"]
     _preload_module_classes = ["HunyuanDiTAttentionPool"]
-    _supports_group_offloading = False
 
     @register_to_config
     def __init__(

@@ -668,7 +668,7 @@ class AceStepAudioTokenizer(ModelMixin, ConfigMixin):
     _supports_gradient_checkpointing = True
     # The pipeline decodes audio codes with `quantizer.get_output_from_indices`, and the quantizer's `forward` reads
     # the weight of its `project_in`.
-    _exclude_from_sequential_cpu_offload = ["quantizer"]
+    _exclude_from_offload = ["quantizer"]
 
     @register_to_config
     def __init__(
@@ -759,7 +759,7 @@ class AceStepConditionEncoder(ModelMixin, ConfigMixin):
 
     _supports_gradient_checkpointing = True
     # The pipeline reads the null condition and the silence latent directly.
-    _exclude_from_sequential_cpu_offload = ["null_condition_emb", "silence_latent"]
+    _exclude_from_offload = ["null_condition_emb", "silence_latent"]
 
     @register_to_config
     def __init__(
