@@ -46,6 +46,11 @@ LEFT_OUT_TOGETHER = {
         "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"
     ],
     "sequential-offload-keeps-the-user-device.patch": ["restore-the-accelerate-hooks-the-loaders-remove.patch"],
+    "sequential-offload-preloads-modules-that-read-child-weights.patch": [
+        "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch",
+        "group-offload-preloads-modules-that-read-child-weights.patch",
+        "group-offload-keeps-what-models-read-outside-forward.patch",
+    ],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",
         "group-offload-keeps-what-models-read-outside-forward.patch",
