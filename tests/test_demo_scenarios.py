@@ -55,6 +55,7 @@ def test_upstream_verdicts_are_not_right(upstream_outcomes):
         "bnb-4bit-save-after-cpu-forward",
         "bnb-device-map-balanced-plan",
         "bnb-text-encoder-with-device-map",
+        "group-offload-glm-image-leaf-level",
         "save-model-with-lora-injected",
         "single-file-wan22-detection",
     ]
@@ -542,13 +543,15 @@ def test_sequential_offload(patched_outcomes, name):
 
 # group-offload-preloads-modules-that-read-child-weights: the models that declared `_supports_group_offloading = False`
 # group offload; pipeline-group-offload-to-disk-per-component: components offload to disk without sharing files;
-# group-offload-keeps-what-models-read-outside-forward: ACE-Step's tensors read outside forward stay onloaded.
-# Upstream refuses each of these pipelines.
+# group-offload-keeps-what-models-read-outside-forward: ACE-Step's tensors read outside forward stay onloaded;
+# group-offload-onloads-modules-outside-blocks-called-directly: ACE-Step's lyrics are embedded at block level with the
+# text encoder's input embeddings onloaded. Upstream refuses each of these pipelines.
 GROUP_OFFLOAD_SCENARIOS = {
     "group-offload-hunyuan-dit": "HunyuanDiT2DModel",
     "group-offload-stable-audio": "AutoencoderOobleck",
     "group-offload-stable-audio-3-audio-to-audio": "AutoencoderSAME",
     "group-offload-ace-step": "AutoencoderOobleck",
+    "group-offload-ace-step-block-level": "AutoencoderOobleck",
 }
 
 
@@ -561,9 +564,19 @@ def test_group_offload_upstream(upstream_outcomes, name):
 
 @pytest.mark.parametrize("name", GROUP_OFFLOAD_SCENARIOS)
 def test_group_offload(patched_outcomes, name):
-    # ACE-Step: leaf level only (tests/test_offload_modes.py KNOWN_GAPS).
-    levels = 1 if name == "group-offload-ace-step" else 2
-    assert result_of(patched_outcomes[name]) == {"diffs": [0.0] * levels, "warnings": []}
+    levels = 1 if name.startswith("group-offload-ace-step") else 2
+    assert result_of(patched_outcomes[name]) == {"equal": [True] * levels, "warnings": []}
+
+
+# group-offload-to-disk-keeps-tied-weights: T5's tied embedding, in two leaf groups offloaded to disk, keeps its values
+# in both; upstream's text encoder embeds the prompt with an emptied weight, without an error.
+@upstream
+def test_group_offload_glm_image_leaf_level_upstream(upstream_outcomes):
+    assert result_of(upstream_outcomes["group-offload-glm-image-leaf-level"]) == {"equal": [False], "warnings": []}
+
+
+def test_group_offload_glm_image_leaf_level(patched_outcomes):
+    assert result_of(patched_outcomes["group-offload-glm-image-leaf-level"]) == {"equal": [True], "warnings": []}
 
 
 # group-offload-skips-models-that-do-not-support-it: pipe.enable_group_offload places a model that still does not
@@ -583,7 +596,7 @@ def test_group_offload_dit(patched_outcomes):
         "`transformer` (DiTTransformer2DModel) does not support group offloading and is placed on cpu instead, as if "
         "it were in `exclude_modules`. The other components are group offloaded."
     )
-    assert result_of(patched_outcomes["group-offload-dit"]) == {"diffs": [0.0, 0.0], "warnings": [warning, warning]}
+    assert result_of(patched_outcomes["group-offload-dit"]) == {"equal": [True, True], "warnings": [warning, warning]}
 
 
 # restore-the-accelerate-hooks-the-loaders-remove: a LoRA loaded after the user placed models with accelerate keeps

@@ -31,20 +31,10 @@ def offload_table(upstream, patched):
     return "\n".join(rows)
 
 
-# Cells the series does not fix yet, and why (the README says so under the table). A gap that closes fails the test,
-# so that it is taken off here and from the README.
-KNOWN_GAPS = {
-    "ace-step group-block": "the pipeline calls the text encoder's `embed_tokens` after the text encoder's forward; "
-    "block-level group offloading onloads a model's modules outside its blocks only within that forward",
-    "glm-image group-leaf": "T5's `shared` and `encoder.embed_tokens` share one weight, which two leaf groups offload "
-    "to disk: the second saves what the first left after offloading",
-}
-
-
 def test_every_offload_mode_is_right_patched_and_the_readme_table_is_measured():
     names = list(OFFLOAD_MODE_SCENARIOS)
     upstream = run_scenarios(names, patched=False, module="tests.support.offload_modes")
     patched = run_scenarios(names, patched=True, module="tests.support.offload_modes")
-    assert {name for name in names if verdict_cell(patched[name], name) != "right"} == set(KNOWN_GAPS)
+    assert {name: verdict_cell(patched[name], name) for name in names} == {name: "right" for name in names}
     table = offload_table(upstream, patched)
     assert table in (REPO_ROOT / "README.md").read_text(), table

@@ -88,6 +88,7 @@ def _record_stream_torchao_tensor(param: torch.Tensor, stream) -> None:
 _GROUP_OFFLOADING = "group_offloading"
 _LAYER_EXECUTION_TRACKER = "layer_execution_tracker"
 _LAZY_PREFETCH_GROUP_OFFLOADING = "lazy_prefetch_group_offloading"
+_UNMATCHED_MODULE_ONLOADING = "unmatched_module_onloading"
 _GROUP_ID_LAZY_LEAF = "lazy_leafs"
 # fmt: on
 
@@ -146,6 +147,7 @@ class ModuleGroup:
 
         self.offload_to_disk_path = offload_to_disk_path
         self._is_offloaded_to_disk = False
+        self.is_onloaded = False
 
         if self.offload_to_disk_path is not None:
             # Instead of `group_id or str(id(self))` we do this because `group_id` can be "" as well.
@@ -288,13 +290,8 @@ class ModuleGroup:
             else:
                 self._process_tensors_from_modules(None)
 
-    def _offload_to_disk(self):
+    def _save_to_disk(self):
         self._check_disk_offload_torchao()
-
-        # Releasing the onloaded tensors below frees their device memory, which the compute stream may still be
-        # reading. `record_stream` already prevents the allocator from reusing it too early.
-        if self.stream is not None and not self.record_stream:
-            self._torch_accelerator_module.current_stream().synchronize()
 
         # TODO: we can potentially optimize this code path by checking if the _all_ the desired
         # safetensor files exist on the disk and if so, skip this step entirely, reducing IO
@@ -308,6 +305,14 @@ class ModuleGroup:
 
         # The group is now considered offloaded to disk for the rest of the session.
         self._is_offloaded_to_disk = True
+
+    def _offload_to_disk(self):
+        # Releasing the onloaded tensors below frees their device memory, which the compute stream may still be
+        # reading. `record_stream` already prevents the allocator from reusing it too early.
+        if self.stream is not None and not self.record_stream:
+            self._torch_accelerator_module.current_stream().synchronize()
+
+        self._save_to_disk()
 
         # We do this to free up the RAM which is still holding the up tensor data.
         for tensor_obj in self.tensor_to_key.keys():
@@ -357,6 +362,7 @@ class ModuleGroup:
             self._onload_from_disk()
         else:
             self._onload_from_memory()
+        self.is_onloaded = True
 
     @torch.compiler.disable()
     def offload_(self):
@@ -365,6 +371,7 @@ class ModuleGroup:
             self._offload_to_disk()
         else:
             self._offload_to_memory()
+        self.is_onloaded = False
 
 
 class GroupOffloadingHook(ModelHook):
@@ -448,6 +455,34 @@ class GroupOffloadingHook(ModelHook):
     def post_forward(self, module: torch.nn.Module, output):
         if self.group.offload_leader == module:
             self.group.offload_()
+        return output
+
+
+class UnmatchedModuleOnloadingHook(ModelHook):
+    r"""
+    A hook on each module that block-level offloading leaves outside of the blocks. Their group is onloaded by the
+    forward of their parent, but a pipeline may also call one of them directly, e.g. the input embeddings of a text
+    encoder. The group is then onloaded for that call.
+    """
+
+    _is_stateful = False
+
+    def __init__(self, group: ModuleGroup) -> None:
+        self.group = group
+        self.onloaded_for_call = False
+
+    def pre_forward(self, module: torch.nn.Module, *args, **kwargs):
+        if not self.group.is_onloaded:
+            self.group.onload_()
+            self.onloaded_for_call = True
+            args = send_to_device(args, self.group.onload_device)
+            kwargs = send_to_device(kwargs, self.group.onload_device)
+        return args, kwargs
+
+    def post_forward(self, module: torch.nn.Module, output):
+        if self.onloaded_for_call:
+            self.group.offload_()
+            self.onloaded_for_call = False
         return output
 
 
@@ -815,6 +850,9 @@ def _apply_group_offloading_block_level(module: torch.nn.Module, config: GroupOf
             _apply_group_offloading_hook(module, unmatched_group, config=config)
         else:
             _apply_lazy_group_offloading_hook(module, unmatched_group, config=config)
+        for unmatched_module in unmatched_modules:
+            registry = HookRegistry.check_if_exists_or_initialize(unmatched_module)
+            registry.register_hook(UnmatchedModuleOnloadingHook(unmatched_group), _UNMATCHED_MODULE_ONLOADING)
 
 
 def _apply_group_offloading_leaf_level(module: torch.nn.Module, config: GroupOffloadingConfig) -> None:
@@ -829,6 +867,7 @@ def _apply_group_offloading_leaf_level(module: torch.nn.Module, config: GroupOff
     preload_module_classes = _get_preload_module_classes(module)
     modules_with_group_offloading = _place_tensors_excluded_from_offload(module, config.onload_device)
     preloaded_prefixes = [f"{name}." for name in modules_with_group_offloading]
+    module_groups = []
     for name, submodule in module.named_modules():
         if name in modules_with_group_offloading or name.startswith(tuple(preloaded_prefixes)):
             continue
@@ -850,7 +889,7 @@ def _apply_group_offloading_leaf_level(module: torch.nn.Module, config: GroupOff
             onload_self=True,
             group_id=name,
         )
-        _apply_group_offloading_hook(submodule, group, config=config)
+        module_groups.append((submodule, group))
         modules_with_group_offloading.add(name)
 
     # Parameters and Buffers at all non-leaf levels need to be offloaded/onloaded separately when the forward pass
@@ -897,7 +936,15 @@ def _apply_group_offloading_leaf_level(module: torch.nn.Module, config: GroupOff
             onload_self=True,
             group_id=name,
         )
-        _apply_group_offloading_hook(parent_module, group, config=config)
+        module_groups.append((parent_module, group))
+
+    # A tensor tied between modules (T5's `shared` and `encoder.embed_tokens`) is in the group of each of them, and the
+    # first of those groups to be offloaded to disk empties it. Every group writes its file before that.
+    if config.offload_to_disk_path is not None:
+        for _, group in module_groups:
+            group._save_to_disk()
+    for group_module, group in module_groups:
+        _apply_group_offloading_hook(group_module, group, config=config)
 
     if config.stream is not None:
         # When using streams, we need to know the layer execution order for applying prefetching (to overlap data transfer
@@ -1095,5 +1142,6 @@ def _maybe_remove_and_reapply_group_offloading(module: torch.nn.Module) -> None:
     registry.remove_hook(_GROUP_OFFLOADING, recurse=True)
     registry.remove_hook(_LAYER_EXECUTION_TRACKER, recurse=True)
     registry.remove_hook(_LAZY_PREFETCH_GROUP_OFFLOADING, recurse=True)
+    registry.remove_hook(_UNMATCHED_MODULE_ONLOADING, recurse=True)
 
     _apply_group_offloading(module, top_level_group_offload_hook.config)
