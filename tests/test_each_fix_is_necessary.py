@@ -25,12 +25,15 @@ for _name, _scenario in SCENARIOS.items():
 LEFT_OUT_TOGETHER = {
     "bnb-4bit-quant-state-survives-offload-hooks.patch": ["refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"],
     "from-pretrained-materializes-missing-weights.patch": ["local-strict-load-default-from-environment.patch"],
+    "group-offload-keeps-what-models-read-outside-forward.patch": ["group-offload-to-disk-keeps-tied-weights.patch"],
     "group-offload-preloads-modules-that-read-child-weights.patch": [
-        "group-offload-keeps-what-models-read-outside-forward.patch"
+        "group-offload-keeps-what-models-read-outside-forward.patch",
+        "group-offload-to-disk-keeps-tied-weights.patch",
     ],
     "group-offload-skips-models-that-do-not-support-it.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",
         "group-offload-keeps-what-models-read-outside-forward.patch",
+        "group-offload-to-disk-keeps-tied-weights.patch",
     ],
     "gguf-parameter-keeps-quant-type-when-rebuilt.patch": ["gguf-dequantized-weights-stay-parameters.patch"],
     "ltx2-single-file-map-ltx-2-3-keys.patch": ["ltx2-audio-vae-loads-from-a-single-file.patch"],
@@ -50,10 +53,12 @@ LEFT_OUT_TOGETHER = {
         "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch",
         "group-offload-preloads-modules-that-read-child-weights.patch",
         "group-offload-keeps-what-models-read-outside-forward.patch",
+        "group-offload-to-disk-keeps-tied-weights.patch",
     ],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",
         "group-offload-keeps-what-models-read-outside-forward.patch",
+        "group-offload-to-disk-keeps-tied-weights.patch",
     ],
     "single-file-t5-ties-input-embeddings.patch": ["single-file-t5-in-evaluation-mode.patch"],
     "size-bitsandbytes-components-as-they-will-be-loaded.patch": [
