@@ -579,6 +579,19 @@ def test_group_offload_glm_image_leaf_level(patched_outcomes):
     assert result_of(patched_outcomes["group-offload-glm-image-leaf-level"]) == {"equal": [True], "warnings": []}
 
 
+# audio-vaes-support-group-offloading: the audio VAEs that refused group offloading are group and sequentially
+# offloaded exactly; upstream refuses the first.
+@upstream
+def test_offload_audio_vaes_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["offload-audio-vaes"], "ValueError", "LongCatAudioDiTVae does not support group offloading."
+    )
+
+
+def test_offload_audio_vaes(patched_outcomes):
+    assert result_of(patched_outcomes["offload-audio-vaes"]) == {"equal": [True] * 12, "warnings": []}
+
+
 # group-offload-skips-models-that-do-not-support-it: pipe.enable_group_offload places a model that still does not
 # support group offloading on the onload device, group offloads the others and says so, where upstream refuses the
 # whole pipeline.

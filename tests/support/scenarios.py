@@ -22,6 +22,7 @@ from typing import Callable, Optional
 from unittest import mock
 
 from .tiny_pipelines import (
+    TINY_AUDIO_VAES,
     bnb_text_encoder_config,
     fixed_text_input,
     load_tiny_sd_pipeline,
@@ -1693,8 +1694,8 @@ def _judge_group_offload(warning_count):
         if len(result["warnings"]) != warning_count:
             return WRONG, f"{len(result['warnings'])} warnings (expected {warning_count}): {result['warnings']}"
         if not all(result["equal"]):
-            return WRONG, f"output equal to the un-offloaded one per level: {result['equal']}"
-        return RIGHT, f"output equal to the un-offloaded one at {len(result['equal'])} level(s)"
+            return WRONG, f"output equal to the un-offloaded one per offloaded run: {result['equal']}"
+        return RIGHT, f"output equal to the un-offloaded one in each of {len(result['equal'])} offloaded run(s)"
 
     return judge
 
@@ -1765,6 +1766,29 @@ for _name, _pipeline, _patch, _cause, _modes in [
         text="output equal to the un-offloaded one per level {equal}; warned: {warnings}",
         judge=_judge_group_offload(warning_count=0),
     )(_group_offload(_pipeline, _modes))
+
+
+def _offload_audio_vaes(workdir):
+    with diffusers_log_messages(logging.WARNING, "does not support group offloading") as warned:
+        equal = [
+            offload_diff(vae, mode) == 0
+            for vae in TINY_AUDIO_VAES
+            for mode in ("group-leaf", "group-block", "sequential")
+        ]
+    return {"equal": equal, "warnings": warned}
+
+
+scenario(
+    "offload-audio-vaes",
+    patch="audio-vaes-support-group-offloading.patch",
+    summary="the LongCat-AudioDiT, MiniMax-H3, KVAE and Cosmos3 audio VAEs (tiny), each alone in a pipeline, group "
+    "offloaded to disk at leaf and block level, then sequentially offloaded: they declared "
+    "_supports_group_offloading = False; LongCat's encoder calls slices of its nn.Sequential and MiniMax-H3's "
+    "attention reads qkv.weight, without calling what offloading hooks",
+    text="output equal to the un-offloaded one per VAE and mode (group-leaf, group-block, sequential) {equal}; "
+    "warned: {warnings}",
+    judge=_judge_group_offload(warning_count=0),
+)(_offload_audio_vaes)
 
 
 scenario(

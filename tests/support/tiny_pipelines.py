@@ -4,6 +4,7 @@ Dimensions are multiples of 64: bitsandbytes' CPU 4-bit path needs that. diffuse
 imported before it is decided whether the patches are on.
 """
 
+import functools
 import json
 from contextlib import contextmanager
 from pathlib import Path
@@ -929,6 +930,87 @@ def tiny_dit_pipeline():
     return pipe, lambda pipe: pipe(**inputs, generator=torch.Generator().manual_seed(0)).images
 
 
+def tiny_audio_vae_pipeline(model_class_name, config, audio_shape):
+    """One of the audio autoencoders that declared `_supports_group_offloading = False`, alone in a pipeline; the run
+    encodes audio and decodes the latents."""
+    import diffusers
+    import torch
+
+    class AudioVaePipeline(diffusers.DiffusionPipeline):
+        model_cpu_offload_seq = "vae"
+
+        def __init__(self, vae):
+            super().__init__()
+            self.register_modules(vae=vae)
+
+    def encode_decode(pipe):
+        encoded = pipe.vae.encode(audio)
+        latents = encoded.latents if hasattr(encoded, "latents") else encoded.latent_dist.mode()
+        decoded = pipe.vae.decode(latents)
+        return decoded if torch.is_tensor(decoded) else decoded.sample
+
+    torch.manual_seed(0)
+    pipe = AudioVaePipeline(getattr(diffusers, model_class_name)(**config).eval())
+    audio = torch.randn(audio_shape, generator=torch.Generator().manual_seed(0))
+    return pipe, encode_decode
+
+
+# name -> model class, tiny config and the shape of the audio it encodes
+TINY_AUDIO_VAES = {
+    "longcat-audio-vae": (
+        "LongCatAudioDiTVae",
+        {"channels": 8, "c_mults": [1, 2], "strides": [2, 2], "latent_dim": 4, "encoder_latent_dim": 8},
+        (1, 1, 64),
+    ),
+    "minimax-h3-audio-vae": (
+        "AutoencoderKLMiniMaxH3Audio",
+        {
+            "encoder_dim": 4,
+            "encoder_rates": (2, 2),
+            "latent_dim": 16,
+            "latent_channels": 4,
+            "num_attention_heads": 2,
+            "decoder_dim": 16,
+            "decoder_rates": (2, 2),
+            "decoder_kernel_sizes": (4, 4),
+            "resblock_kernel_sizes": (3,),
+            "resblock_dilation_sizes": ((1,),),
+        },
+        (1, 1, 64),
+    ),
+    "kvae-audio-vae": (
+        "AutoencoderKLKVAEAudio",
+        {
+            "encoder_dim": 4,
+            "encoder_rates": [2, 2],
+            "latent_dim": 16,
+            "codebook_dim": 4,
+            "decoder_dim": 16,
+            "decoder_rates": [2, 2],
+            "attn_num_heads": 2,
+        },
+        (1, 1, 64),
+    ),
+    "cosmos3-audio-vae": (
+        "Cosmos3AVAEAudioTokenizer",
+        {
+            "vocoder_input_dim": 4,
+            "dec_dim": 4,
+            "dec_c_mults": (1, 2),
+            "dec_strides": (2, 2),
+            "enc_dim": 4,
+            "enc_num_blocks": 1,
+            "enc_n_fft": 16,
+            "enc_hop_length": 4,
+            "enc_latent_dim": 8,
+            "enc_c_mults": (1, 2),
+            "enc_strides": (2, 2),
+        },
+        (1, 2, 256),
+    ),
+}
+
+
 TINY_OFFLOAD_PIPELINES = {
     "hunyuan-dit": tiny_hunyuan_dit_pipeline,
     "stable-audio": tiny_stable_audio_pipeline,
@@ -938,6 +1020,7 @@ TINY_OFFLOAD_PIPELINES = {
     "glm-image": tiny_glm_image_pipeline,
     "joyimage-edit": tiny_joyimage_edit_pipeline,
     "dit": tiny_dit_pipeline,
+    **{name: functools.partial(tiny_audio_vae_pipeline, *vae) for name, vae in TINY_AUDIO_VAES.items()},
 }
 OFFLOAD_MODES = ("sequential", "group-leaf", "group-block", "model")
 
