@@ -873,8 +873,21 @@ def test_sdist_extraction_refuses_members_outside_the_tree(tmp_path, monkeypatch
 
 # Older releases: the series replayed with git onto each, backports where it conflicts.
 
-BACKPORTED_RELEASE = next(version for version in OLDER if (REPO_ROOT / "patches" / "backports" / version).is_dir())
-BACKPORT = sorted((REPO_ROOT / "patches" / "backports" / BACKPORTED_RELEASE).glob("*.patch"))[0].name
+
+def _backports_whose_release_has(every_file):
+    """(release, backport name) of the stored backports, those of patches whose source files are all in the release
+    (`every_file`: a content conflict without the backport) or those of patches changing a file it lacks (not)."""
+    for version in OLDER:
+        release_files = RELEASES["releases"][version]["files"]
+        for backport in sorted((REPO_ROOT / "patches" / "backports" / version).glob("*.patch")):
+            changed = re.findall(
+                r"^diff --git a/(src/\S+) ", (REPO_ROOT / "patches" / backport.name).read_text(), re.M
+            )
+            if all(path in release_files for path in changed) == every_file:
+                yield version, backport.name
+
+
+BACKPORTED_RELEASE, BACKPORT = next(_backports_whose_release_has(every_file=True))
 REPLAYING_RELEASE = next(version for version in OLDER if not (REPO_ROOT / "patches" / "backports" / version).is_dir())
 
 
@@ -901,6 +914,15 @@ def test_release_without_its_backport_names_patch_file_hunk_and_command_and_edit
     names, backported = series.refresh(project, BACKPORTED_RELEASE)
     assert BACKPORT in backported and names == SERIES
     assert snapshot(project.root) == snapshot(REPO_ROOT)
+
+
+def test_release_lacking_a_file_the_patch_changes_names_the_file(project):
+    version, name = next(_backports_whose_release_has(every_file=False))
+    project.backport_path(version, name).unlink()
+    message = series_error(series.check, project)
+    assert f"patches/{name} does not replay onto diffusers {version}:" in message
+    missing = re.search(r"  (src/\S+): the patch changes this file, which this release does not have", message)
+    assert missing and missing.group(1) not in RELEASES["releases"][version]["files"], message
 
 
 def _committed_backport_files(root, version, name, project):

@@ -654,6 +654,10 @@ def conflict_lines(repo, patch):
     hunks = _patch_hunks(patch.read_text(errors="replace") if patch.exists() else "")
     lines = []
     for path in git(repo, "diff", "--name-only", "--diff-filter=U").stdout.split():
+        if git(repo, "cat-file", "-e", f"HEAD:{path}", check=False).returncode != 0:
+            # A modify/delete conflict: git leaves the patch's version of the file, without conflict markers.
+            lines.append(f"  {path}: the patch changes this file, which this release does not have")
+            continue
         for start, theirs in _conflict_regions((repo / path).read_text(errors="replace")):
             # The conflicting hunk is the one whose lines fill the patch's side of the conflict.
             overlap = [
