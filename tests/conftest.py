@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.support.gpu_scenarios import GPU_SCENARIOS
-from tests.support.scenarios import SCENARIOS, run_scenarios
+from diffusers_patched.selftest.gpu_scenarios import GPU_SCENARIOS
+from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +84,9 @@ def patched_outcomes():
 def _gpu_outcomes(patched):
     """Every GPU scenario on one side, in one interpreter with CUDA; the outcomes (figures, peak GPU memory) are also
     written to build/gpu-scenarios-{patched,upstream}.json for the notes."""
-    outcomes = run_scenarios(list(GPU_SCENARIOS), patched=patched, module="tests.support.gpu_scenarios", cuda=True)
+    outcomes = run_scenarios(
+        list(GPU_SCENARIOS), patched=patched, module="diffusers_patched.selftest.gpu_scenarios", cuda=True
+    )
     path = REPO_ROOT / "build" / f"gpu-scenarios-{'patched' if patched else 'upstream'}.json"
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps({name: asdict(outcome) for name, outcome in outcomes.items()}, indent=2) + "\n")

@@ -8,6 +8,7 @@ numbers, counts, devices or the error it raised; the tests assert on those. Test
 import pytest
 import torch
 
+from diffusers_patched.selftest.scenarios import PLAN_BUDGETS, REFUSED, RIGHT, SCENARIOS, WRONG
 from tests.conftest import REPO_ROOT
 from tests.support.assertions import (
     CAST_ERROR,
@@ -18,7 +19,6 @@ from tests.support.assertions import (
     assert_raised,
     result_of,
 )
-from tests.support.scenarios import PLAN_BUDGETS, REFUSED, RIGHT, SCENARIOS, WRONG
 from tools.series import Project
 
 

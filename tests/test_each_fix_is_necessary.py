@@ -9,8 +9,8 @@ on the path, as the per-release checks do with another release.
 
 import pytest
 
+from diffusers_patched.selftest.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
 from tests.conftest import REPO_ROOT
-from tests.support.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
 from tools import series, vendoring, wheels
 
 

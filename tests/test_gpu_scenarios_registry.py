@@ -1,8 +1,8 @@
-"""The GPU scenarios (tests/support/gpu_scenarios.py), checked without a GPU: each names a patch of the series and is
+"""The GPU scenarios (diffusers_patched/selftest/gpu_scenarios.py), checked without a GPU: each names a patch of the series and is
 asserted by a test under tests/gpu/."""
 
+from diffusers_patched.selftest.gpu_scenarios import GPU_SCENARIOS
 from tests.conftest import REPO_ROOT
-from tests.support.gpu_scenarios import GPU_SCENARIOS
 from tools.series import Project
 
 

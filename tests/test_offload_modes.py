@@ -1,10 +1,10 @@
 """Every offload mode of the pipelines whose offload tests upstream skips, on both sides: the README's table is what
-this measures (tests/support/offload_modes.py)."""
+this measures (diffusers_patched/selftest/offload_modes.py)."""
 
+from diffusers_patched.selftest.offload_modes import OFFLOAD_MODE_SCENARIOS
+from diffusers_patched.selftest.scenarios import RIGHT, run_scenarios
+from diffusers_patched.selftest.tiny_pipelines import OFFLOAD_MODES, TINY_OFFLOAD_PIPELINES
 from tests.conftest import REPO_ROOT
-from tests.support.offload_modes import OFFLOAD_MODE_SCENARIOS
-from tests.support.scenarios import RIGHT, run_scenarios
-from tests.support.tiny_pipelines import OFFLOAD_MODES, TINY_OFFLOAD_PIPELINES
 
 
 def verdict_cell(outcome, name):
@@ -33,8 +33,8 @@ def offload_table(upstream, patched):
 
 def test_every_offload_mode_is_right_patched_and_the_readme_table_is_measured():
     names = list(OFFLOAD_MODE_SCENARIOS)
-    upstream = run_scenarios(names, patched=False, module="tests.support.offload_modes")
-    patched = run_scenarios(names, patched=True, module="tests.support.offload_modes")
+    upstream = run_scenarios(names, patched=False, module="diffusers_patched.selftest.offload_modes")
+    patched = run_scenarios(names, patched=True, module="diffusers_patched.selftest.offload_modes")
     assert {name: verdict_cell(patched[name], name) for name in names} == {name: "right" for name in names}
     table = offload_table(upstream, patched)
     assert table in (REPO_ROOT / "README.md").read_text(), table

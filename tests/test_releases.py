@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
 from tests.conftest import REPO_ROOT, run_python
 from tests.support.carried_tests import passed_tests, run_carried_tests, skipped_tests, write_carried_tests
-from tests.support.scenarios import SCENARIOS, run_scenarios
 from tools import series, upstream, wheels
 
 

@@ -67,7 +67,7 @@ def single_file_fixture(size):
 
 
 def pipeline_fixture(size):
-    from tests.support.tiny_pipelines import save_tiny_sd_pipeline
+    from diffusers_patched.selftest.tiny_pipelines import save_tiny_sd_pipeline
 
     directory = fixture_dir() / f"sd-pipeline-{size}"
     if not (directory / "model_index.json").exists():
@@ -111,7 +111,7 @@ def _case_import():
 
 
 def _case_load_pipeline(size):
-    from tests.support.tiny_pipelines import load_tiny_sd_pipeline
+    from diffusers_patched.selftest.tiny_pipelines import load_tiny_sd_pipeline
 
     return _measure(lambda: load_tiny_sd_pipeline(pipeline_fixture(size)))
 
@@ -124,7 +124,7 @@ def _case_single_file(size):
 
 
 def _case_save_pipeline(size):
-    from tests.support.tiny_pipelines import load_tiny_sd_pipeline
+    from diffusers_patched.selftest.tiny_pipelines import load_tiny_sd_pipeline
 
     return _measure_save(load_tiny_sd_pipeline(pipeline_fixture(size)))
 
@@ -154,7 +154,7 @@ WAN_LAYERS = {"tiny": 2, "small": 8, "medium": 32}
 def _case_offloaded_4bit_forward(size):
     import torch
 
-    from tests.support.tiny_pipelines import (
+    from diffusers_patched.selftest.tiny_pipelines import (
         bnb_text_encoder_config,
         fixed_text_input,
         load_tiny_sd_pipeline,
@@ -190,7 +190,7 @@ def _hunyuan_dit_call(size, device):
     its attention pooling reads its projections' weights directly), not offloaded on upstream's side."""
     import torch
 
-    from tests.support.tiny_pipelines import tiny_hunyuan_dit_pipeline
+    from diffusers_patched.selftest.tiny_pipelines import tiny_hunyuan_dit_pipeline
 
     pipe, run = tiny_hunyuan_dit_pipeline(*HUNYUAN_DIT_SIZES[size])
     pipe.set_progress_bar_config(disable=True)
@@ -214,7 +214,7 @@ def _case_save_offloaded_pipeline(size):
     import torch
     from accelerate import cpu_offload
 
-    from tests.support.tiny_pipelines import load_tiny_sd_pipeline
+    from diffusers_patched.selftest.tiny_pipelines import load_tiny_sd_pipeline
 
     pipe = load_tiny_sd_pipeline(pipeline_fixture(size))
     if _patched():
@@ -226,7 +226,7 @@ def _case_save_offloaded_pipeline(size):
 def _case_single_file_missing_keys(size):
     from diffusers import WanTransformer3DModel
 
-    from tests.support.tiny_checkpoints import (
+    from diffusers_patched.selftest.tiny_checkpoints import (
         build_wan,
         wan_config,
         wan_original_state_dict,
@@ -253,7 +253,7 @@ def _case_single_file_missing_keys(size):
 def _case_from_pretrained_missing_keys(size):
     from diffusers import WanTransformer3DModel
 
-    from tests.support.tiny_checkpoints import build_wan, wan_config
+    from diffusers_patched.selftest.tiny_checkpoints import build_wan, wan_config
 
     directory = fixture_dir() / f"wan22-i2v-folder-{size}"
     if not (directory / "config.json").exists():
@@ -271,7 +271,7 @@ def _case_ltx_vae_missing_norm_and_scalar(size):
     from diffusers import AutoencoderKLLTXVideo
     from safetensors.torch import load_file, save_file
 
-    from tests.support.tiny_pipelines import ltx_video_vae
+    from diffusers_patched.selftest.tiny_pipelines import ltx_video_vae
 
     directory = fixture_dir() / f"ltx-vae-{size}"
     if not (directory / "without-norm-and-multiplier" / "diffusion_pytorch_model.safetensors").exists():
@@ -291,7 +291,7 @@ def _case_ltx_vae_missing_norm_and_scalar(size):
 
 def _wan_gguf_fixture(size):
     """A Q8_0 GGUF Wan transformer in the original key names, plus its config directory."""
-    from tests.support.tiny_checkpoints import (
+    from diffusers_patched.selftest.tiny_checkpoints import (
         build_wan,
         wan_config,
         wan_original_state_dict,
@@ -313,7 +313,7 @@ def _case_offloaded_gguf_forward(size):
     import torch
     from accelerate import cpu_offload
 
-    from tests.support.tiny_checkpoints import load_wan_single_file, wan_inputs
+    from diffusers_patched.selftest.tiny_checkpoints import load_wan_single_file, wan_inputs
 
     config, directory, checkpoint = _wan_gguf_fixture(size)
     model = load_wan_single_file(checkpoint, directory)
@@ -339,7 +339,7 @@ def _case_gguf_lora_forward(size):
     import torch
     from peft.tuners.tuners_utils import BaseTunerLayer
 
-    from tests.support.tiny_checkpoints import (
+    from diffusers_patched.selftest.tiny_checkpoints import (
         load_wan_single_file,
         wan_inputs,
         wan_lightx2v_lora,
@@ -377,8 +377,8 @@ def _case_gguf_lora_forward(size):
 
 
 def _case_device_map_planning(size):
-    from tests.support.scenarios import DEVICE_MAP_TEXT_ENCODER, GPU_BUDGET_FITS_ONLY_QUANTIZED
-    from tests.support.tiny_pipelines import (
+    from diffusers_patched.selftest.scenarios import DEVICE_MAP_TEXT_ENCODER, GPU_BUDGET_FITS_ONLY_QUANTIZED
+    from diffusers_patched.selftest.tiny_pipelines import (
         bnb_text_encoder_config,
         load_tiny_sd_pipeline,
         loaded_size,
@@ -473,7 +473,7 @@ def _measure_gpu(load):
 
 
 def _gpu_case_load_pipeline(size):
-    from tests.support.tiny_pipelines import load_tiny_sd_pipeline
+    from diffusers_patched.selftest.tiny_pipelines import load_tiny_sd_pipeline
 
     return _measure_gpu(lambda: load_tiny_sd_pipeline(pipeline_fixture(size)).to("cuda"))
 
@@ -492,8 +492,8 @@ def _gpu_case_offloaded_4bit_step(size):
     steps: sequential offload patched; model offload upstream, which cannot offload a 4-bit model sequentially."""
     import torch
 
-    from tests.support.gpu_scenarios import unet_step
-    from tests.support.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline
+    from diffusers_patched.selftest.gpu_scenarios import unet_step
+    from diffusers_patched.selftest.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline
 
     config = bnb_text_encoder_config("nf4", components=("text_encoder", "unet"))
     pipe = load_tiny_sd_pipeline(pipeline_fixture(size), quantization_config=config)
@@ -520,9 +520,13 @@ def _gpu_case_device_map_placement(size):
     bytes planned on GPU 0 against `torch.cuda.memory_allocated` once loaded (both sides load; upstream fails later)."""
     import torch
 
-    from tests.support.gpu_scenarios import GPU0_BUDGETS, recording_planned_sizes
-    from tests.support.scenarios import DEVICE_MAP_TEXT_ENCODER
-    from tests.support.tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
+    from diffusers_patched.selftest.gpu_scenarios import GPU0_BUDGETS, recording_planned_sizes
+    from diffusers_patched.selftest.scenarios import DEVICE_MAP_TEXT_ENCODER
+    from diffusers_patched.selftest.tiny_pipelines import (
+        bnb_text_encoder_config,
+        load_tiny_sd_pipeline,
+        save_tiny_sd_pipeline,
+    )
 
     path = fixture_dir() / "sd-pipeline-device-map"
     if not (path / "model_index.json").exists():

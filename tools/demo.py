@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from tests.support.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
+from diffusers_patched.selftest.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
 from tools import series, wheels
 
 

@@ -26,9 +26,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from diffusers_patched.selftest.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
 from tests.conftest import run_python
 from tests.support.carried_tests import passed_tests, run_carried_tests, write_carried_tests
-from tests.support.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
 from tools import series, upstream, wheels
 
 

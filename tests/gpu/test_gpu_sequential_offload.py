@@ -8,9 +8,9 @@ kernels: exact.
 
 import pytest
 
+from diffusers_patched.selftest.gpu_scenarios import BNB_4BIT_KINDS
 from tests.conftest import requires_cuda
 from tests.support.assertions import META_COPY_ERROR, assert_all_zero, result_of
-from tests.support.gpu_scenarios import BNB_4BIT_KINDS
 
 
 pytestmark = [pytest.mark.gpu, requires_cuda]

@@ -35,7 +35,6 @@ from .tiny_pipelines import (
 
 
 SCENARIOS = {}
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 # A scenario's verdict on what a side computed: RIGHT (equal to an independent reference: the un-offloaded model, the
@@ -102,11 +101,11 @@ def error_of(exception):
     return {"type": type(exception).__name__, "message": str(exception)}
 
 
-def run_scenarios(names, patched, module="tests.support.scenarios", cuda=False, site=None):
+def run_scenarios(names, patched, module="diffusers_patched.selftest.scenarios", cuda=False, site=None):
     """Run scenarios in one fresh interpreter (imports dominate their cost), with or without the patches.
 
     Each scenario works in its own directory on models it builds itself; an error in one ends only that one. `module`
-    holds the scenarios (`tests.support.gpu_scenarios` for the CUDA ones). Without `cuda`, CUDA devices are hidden:
+    holds the scenarios (`diffusers_patched.selftest.gpu_scenarios` for the CUDA ones). Without `cuda`, CUDA devices are hidden:
     on a GPU machine, transformers and diffusers would otherwise load bitsandbytes models onto GPU 0 by themselves,
     and a CPU scenario would no longer be about the CPU. `site`: a directory with another diffusers release and its
     diffusers-patched (tools/wheels.py `release_site`), first on the path.
@@ -119,7 +118,7 @@ def run_scenarios(names, patched, module="tests.support.scenarios", cuda=False, 
     with tempfile.TemporaryDirectory() as workdir:
         process = subprocess.run(
             [sys.executable, "-m", module, workdir, *names],
-            cwd=REPO_ROOT,
+            cwd=workdir,
             env=env,
             capture_output=True,
             text=True,
@@ -1639,7 +1638,7 @@ def bnb_4bit_save_after_cpu_forward(workdir):
     }
 
 
-# The pipelines whose offload tests upstream skips (tests/support/tiny_pipelines.py TINY_OFFLOAD_PIPELINES); the README's
+# The pipelines whose offload tests upstream skips (diffusers_patched/selftest/tiny_pipelines.py TINY_OFFLOAD_PIPELINES); the README's
 # pipeline x mode table is tests/test_offload_modes.py.
 
 

@@ -1,7 +1,7 @@
 """The pipelines whose offload tests upstream skips, in every offload mode: the README's pipeline x mode table.
 
 Each (pipeline, mode) is a scenario of this module's own registry, run on both sides by tests/test_offload_modes.py;
-tests/support/scenarios.py has the demo's rows of the same pipelines (the modes upstream fails in).
+scenarios.py has the demo's rows of the same pipelines (the modes upstream fails in).
 """
 
 import sys
