@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Optional
 from unittest import mock
 
+from .judges import FAILS, REFUSED, RIGHT, WRONG
 from .tiny_pipelines import (
     TINY_AUDIO_VAES,
     bnb_text_encoder_config,
@@ -35,12 +36,6 @@ from .tiny_pipelines import (
 
 
 SCENARIOS = {}
-
-
-# A scenario's verdict on what a side computed: RIGHT (equal to an independent reference: the un-offloaded model, the
-# correctly loaded one, the constructor's values, the right plan), WRONG (it returned other numbers), REFUSED (it
-# stopped with an error that names the problem and the remedy, where that is the right outcome), FAILS (it raised).
-RIGHT, WRONG, REFUSED, FAILS = "right", "wrong", "refused", "fails"
 
 
 @dataclass

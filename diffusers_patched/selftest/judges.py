@@ -1,0 +1,52 @@
+"""How a scenario's result is judged: the verdicts, and the two kinds of comparison with a reference.
+
+- `close`: the output of a computation (a forward pass, a decode, a pipeline call) against the same computation on the
+  reference. Equal up to float32 rounding, never bit for bit: BLAS libraries (MKL on CPUs, cuBLAS and cuDNN on GPUs)
+  choose their kernels by the memory alignment of the operands, so weights read back from an offload file or from a
+  safetensors file into a new allocation can change the last bits of a result, on one machine and not on another.
+- `identical`: where identity is the claim: a constructor's constant, a restored quantization statistic, a tensor saved
+  and reloaded, a copied weight. Nothing is computed, so nothing may differ.
+"""
+
+import math
+
+
+# A scenario's verdict on what a side computed: RIGHT (equal to an independent reference: the un-offloaded model, the
+# correctly loaded one, the constructor's values, the right plan), WRONG (it returned other numbers), REFUSED (it
+# stopped with an error that names the problem and the remedy, where that is the right outcome), FAILS (it raised).
+RIGHT, WRONG, REFUSED, FAILS = "right", "wrong", "refused", "fails"
+
+# Upstream's own offload tests compare offloaded with un-offloaded outputs at atol=1e-5 (tests/models/
+# test_modeling_common.py, group offloading and CPU offload). The tiny models' outputs are of order one, where float32
+# rounding on another kernel path moves them by a few 1e-7 to a few 1e-6; every wrong result a scenario shows is off by
+# 1e-2 or more (tests/test_demo_scenarios.py asserts at least 100x this). Outputs larger than one are judged relative
+# to their magnitude (`scale`).
+TOLERANCE = 1e-5
+
+
+def within_tolerance(diff, scale=1.0):
+    """Whether a max abs diff is float32 rounding at the reference's magnitude `scale`; NaN never is."""
+    return diff <= TOLERANCE * max(scale, 1.0)
+
+
+def _figure(what, diffs, bound):
+    worst = math.nan if any(math.isnan(diff) for diff in diffs) else max(diffs)
+    comparisons = "" if len(diffs) == 1 else f" over {len(diffs)} comparisons"
+    return f"{what} {worst:.2g}{comparisons} ({bound})"
+
+
+def close(diffs, what="max abs diff to the reference", scale=1.0):
+    """(RIGHT, figure) when every max abs diff in `diffs` is within TOLERANCE of a reference of magnitude `scale`, else
+    (WRONG, figure): the output of a computation, equal to its reference up to float32 rounding."""
+    diffs = [float(diff) for diff in diffs]
+    bound = TOLERANCE * max(scale, 1.0)
+    verdict = RIGHT if diffs and all(within_tolerance(diff, scale) for diff in diffs) else WRONG
+    return verdict, _figure(what, diffs, f"tolerance {bound:.2g}") if diffs else f"{what}: nothing compared"
+
+
+def identical(diffs, what="max abs diff to the reference"):
+    """(RIGHT, figure) when every max abs diff in `diffs` is 0, else (WRONG, figure): a tensor that must equal its
+    reference bit for bit, because nothing computed it."""
+    diffs = [float(diff) for diff in diffs]
+    verdict = RIGHT if diffs and all(diff == 0 for diff in diffs) else WRONG
+    return verdict, _figure(what, diffs, "bit for bit") if diffs else f"{what}: nothing compared"
