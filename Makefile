@@ -9,7 +9,7 @@ STAMP := $(dir $(PYTHON)).diffusers-patched-deps
 OUT ?= dist/patches
 CLI = $(PYTHON) -m tools.cli
 
-.PHONY: wheels requirements publish refresh-releases install demo test test-stacks test-fast test-gpu check-patches vendor export-patches verify-prs edit refresh rebase rebase-continue bench lint
+.PHONY: wheels requirements publish refresh-releases install demo test test-stacks test-fast test-gpu gpu-bundle check-patches vendor export-patches verify-prs edit refresh rebase rebase-continue bench lint
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -66,6 +66,11 @@ lint: $(STAMP)
 test-gpu: install
 	$(PYTHON) -m tools.cuda_torch
 	$(PYTHON) -m pytest -rs tests/gpu tests/test_demo_scenarios.py
+
+# What a lent GPU machine (no network) lacks, into gpu-bundle/ (tools/gpu_bundle.py); there, with the tree and the
+# bundle, the whole GPU check is `bash tools/gpu_check.sh`.
+gpu-bundle: $(STAMP)
+	$(PYTHON) -m tools.gpu_bundle --out gpu-bundle
 
 check-patches: $(STAMP)
 	$(CLI) check

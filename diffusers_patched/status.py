@@ -4,6 +4,7 @@ import argparse
 import sys
 
 from . import _vendor, activation
+from .selftest import command
 
 
 def status_report():
@@ -52,6 +53,7 @@ def status_report():
             loaded = "loaded, UPSTREAM"
         lines.append(f"  {name}: {loaded}")
     lines.extend(stack_lines())
+    lines.append("whether the fixes hold on this stack and device: `python -m diffusers_patched selftest`")
     return "\n".join(lines)
 
 
@@ -79,5 +81,8 @@ def main(argv=None):
     commands.add_parser(
         "status", help="upstream version, activation state, patches, vendored modules and the installed stack"
     )
-    parser.parse_args(argv)
+    command.add_parser(commands)
+    args = parser.parse_args(argv)
+    if args.command == "selftest":
+        sys.exit(command.main(args))
     print(status_report())

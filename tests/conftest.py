@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from diffusers_patched.selftest.gpu_scenarios import GPU_SCENARIOS
-from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
+from diffusers_patched.selftest.scenarios import SCENARIOS, run_each_apart, run_scenarios
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -82,14 +82,24 @@ def patched_outcomes():
 
 
 def _gpu_outcomes(patched):
-    """Every GPU scenario on one side, in one interpreter with CUDA; the outcomes (figures, peak GPU memory) are also
-    written to build/gpu-scenarios-{patched,upstream}.json for the notes."""
-    outcomes = run_scenarios(
-        list(GPU_SCENARIOS), patched=patched, module="diffusers_patched.selftest.gpu_scenarios", cuda=True
+    """Every GPU scenario on one side, each in an interpreter of its own with CUDA; the outcomes (figures, peak GPU
+    memory) with their verdicts are also written to build/gpu-scenarios-{patched,upstream}.json for the notes, and
+    each interpreter's stderr to build/gpu-scenarios-stderr/."""
+    build = REPO_ROOT / "build"
+    (build / "gpu-scenarios-stderr").mkdir(parents=True, exist_ok=True)
+    outcomes = run_each_apart(
+        list(GPU_SCENARIOS),
+        patched=patched,
+        module="diffusers_patched.selftest.gpu_scenarios",
+        cuda=True,
+        log_dir=build / "gpu-scenarios-stderr",
     )
-    path = REPO_ROOT / "build" / f"gpu-scenarios-{'patched' if patched else 'upstream'}.json"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps({name: asdict(outcome) for name, outcome in outcomes.items()}, indent=2) + "\n")
+    report = {
+        name: {**asdict(outcome), "verdict": outcome.verdict(GPU_SCENARIOS[name])}
+        for name, outcome in outcomes.items()
+    }
+    path = build / f"gpu-scenarios-{'patched' if patched else 'upstream'}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
     return outcomes
 
 

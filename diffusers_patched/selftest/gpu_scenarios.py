@@ -21,6 +21,7 @@ import sys
 from contextlib import contextmanager
 from unittest import mock
 
+from .judges import FAILS, RIGHT, TOLERANCE, WRONG, close, within_tolerance
 from .scenarios import (
     DEVICE_MAP_TEXT_ENCODER,
     LLAMA_CPU_DISK_MAP,
@@ -54,8 +55,12 @@ UNET_LORA_TARGETS = (".to_q", ".to_v")
 BNB_4BIT_KINDS = {"nf4": ("nf4", False), "nf4-dq": ("nf4", True), "fp4": ("fp4", False), "fp4-dq": ("fp4", True)}
 
 
-def gpu_scenario(name, patch, summary, text):
-    return scenario(name, patch, summary, text, registry=GPU_SCENARIOS)
+def gpu_scenario(name, patch, summary, text, judge):
+    return scenario(name, patch, summary, text, judge=judge, registry=GPU_SCENARIOS)
+
+
+def _failed(what, error):
+    return FAILS, f"{what}: {error['type']}: {error['message']}"
 
 
 @contextmanager
@@ -148,11 +153,27 @@ def _free_gpu_memory():
 # --------------------------------------------------------------------------------------------------------------
 
 
+# What #12719's budget plans once components are sized as loaded: both nf4 components fit GPU 0.
+PLAN_12719 = {"unet": 0, "text_encoder": 0, "vae": "cpu"}
+
+
+def _judge_device_map_balanced(result):
+    """The fix is #12719's budget: it loads as planned and its images are those of the pipeline on GPU 0 (outputs of
+    a pipeline call: within the tolerance)."""
+    budget = result["budgets"]["#12719"]
+    if budget["error"] is not None:
+        return _failed("#12719's budget", budget["error"])
+    if budget["plan"] != PLAN_12719:
+        return WRONG, f"plan {budget['plan']}, expected {PLAN_12719}"
+    return close(budget["diffs"], what="max abs diff of the images to the pipeline on GPU 0")
+
+
 @gpu_scenario(
     "gpu-device-map-balanced-nf4",
     patch="run-bitsandbytes-components-planned-on-the-cpu-there.patch",
     summary='nf4 text encoder + nf4 unet, device_map="balanced", GPU 0 budgets of 5 / 3.5 / 2 MB: plan, placement, call',
     text="per GPU 0 budget: plan, planned vs allocated bytes, max abs diff of the images {budgets}; run to run {run_to_run}",
+    judge=_judge_device_map_balanced,
 )
 def device_map_balanced_nf4(workdir):
     import torch
@@ -277,6 +298,25 @@ def _sequential_offload_steps(workdir, kind, device):
     return steps
 
 
+def _judge_sequential_offload(result):
+    """Every step of every run: offloaded onto GPU 0 (also after the LoRA loader re-applied the hooks), and every pass,
+    reload and model-offload pass computing what the un-offloaded model computes (outputs: within the tolerance)."""
+    diffs = []
+    for run, steps in result["runs"].items():
+        if steps["failed_at"] is not None:
+            return _failed(f"{run} at {steps['failed_at']}", steps["error"])
+        for step in ("offload", "lora"):
+            placed = steps[step]["offload_device"], steps[step]["hook_devices"]
+            if placed != ("cuda:0", ["cuda:0"]):
+                return WRONG, f"{run}, {step}: offload device and hook devices {placed}, expected cuda:0"
+        for step in ("offload", "lora", "model_offload"):
+            diffs += steps[step]["text_encoder"] + steps[step]["unet"]
+        save = steps["save"]
+        diffs += save["reloaded_text_encoder"] + save["reloaded_unet"]
+        diffs += save["still_offloaded"]["text_encoder"] + save["still_offloaded"]["unet"]
+    return close(diffs, what=f"max abs diff to the un-offloaded models over {len(result['runs'])} runs")
+
+
 @gpu_scenario(
     "gpu-sequential-offload-bnb-4bit",
     patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
@@ -285,6 +325,7 @@ def _sequential_offload_steps(workdir, kind, device):
         '(device="cuda"), 3 passes, save + reload, LoRA while offloaded, enable_model_cpu_offload()'
     ),
     text="first failure per kind and device {failures}; peak {peak_gpu_mib:.1f} MiB",
+    judge=_judge_sequential_offload,
 )
 def sequential_offload_bnb_4bit(workdir):
     with peak_gpu_memory() as peak:
@@ -304,6 +345,7 @@ def sequential_offload_bnb_4bit(workdir):
         "LoRA while offloaded, enable_model_cpu_offload()"
     ),
     text="first failure per device {failures}; peak {peak_gpu_mib:.1f} MiB",
+    judge=_judge_sequential_offload,
 )
 def sequential_offload_bnb_8bit(workdir):
     with peak_gpu_memory() as peak:
@@ -324,6 +366,7 @@ LLAMA_GPU_CPU_DISK_MAP = {**LLAMA_CPU_DISK_MAP, "model.embed_tokens": 0, "model.
     patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
     summary="nf4 double-quant Llama on GPU 0, make_bnb_offload_safe, dispatch_model (GPU 0 + cpu + disk), PEFT adapter",
     text="covered {covered}; max abs diff to the un-offloaded adapter model {diffs}; peak {peak_gpu_mib:.1f} MiB",
+    judge=lambda result: close(result["diffs"], what="max abs diff of the logits to the un-offloaded adapter model"),
 )
 def bnb_4bit_dispatch_gpu_cpu_disk_then_peft(workdir):
     """The CPU scenario's route on a GPU: every layer quantized, then 4-bit weights offloaded by accelerate's hooks."""
@@ -350,6 +393,7 @@ def bnb_4bit_dispatch_gpu_cpu_disk_then_peft(workdir):
         " + disk), make_bnb_offload_safe, PeftModel.from_pretrained"
     ),
     text="covered {covered}; max abs diff to the un-offloaded adapter model {diffs}; peak {peak_gpu_mib:.1f} MiB",
+    judge=lambda result: close(result["diffs"], what="max abs diff of the logits to the un-offloaded adapter model"),
 )
 def fp32_cpu_offload_device_map_then_peft(workdir):
     """transformers keeps the modules mapped to "cpu" and "disk" unquantized, in float32, and offloads them itself.
@@ -437,11 +481,25 @@ _WAN_ON_CUDA_TEXT = (
 )
 
 
+def _judge_wan_on_cuda(result):
+    """Nothing left on meta, everything on CUDA, each missing key holding its constructor value bit for bit (identity
+    is the claim), and a finite output on CUDA."""
+    if result["meta_tensors"] or result["devices"] != ["cuda"]:
+        return WRONG, f"{result['meta_tensors']} tensors on meta; tensors on {result['devices']}"
+    constructed, missing = result["missing_keys_as_constructed"], result["missing_keys"]
+    if not missing or constructed != missing:
+        return WRONG, f"{constructed}/{missing} missing keys hold their constructor values"
+    if not result["output_finite"]:
+        return WRONG, "the output on CUDA is not finite"
+    return RIGHT, f"{constructed}/{missing} missing keys hold their constructor values (bit for bit); output finite"
+
+
 @gpu_scenario(
     "gpu-single-file-wan22-i2v-as-wan21-safetensors",
     patch="materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="Wan2.2-I2V-like single file (safetensors) with a Wan2.1-I2V config: keys missing; .to('cuda'), forward",
     text=_WAN_ON_CUDA_TEXT,
+    judge=_judge_wan_on_cuda,
 )
 def wan22_typed_as_wan21_safetensors_on_cuda(workdir):
     return _wan_on_cuda(workdir, "safetensors")
@@ -452,9 +510,20 @@ def wan22_typed_as_wan21_safetensors_on_cuda(workdir):
     patch="materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="Wan2.2-I2V-like single file (GGUF Q8_0) with a Wan2.1-I2V config: keys missing; .to('cuda'), forward",
     text=_WAN_ON_CUDA_TEXT,
+    judge=_judge_wan_on_cuda,
 )
 def wan22_typed_as_wan21_gguf_on_cuda(workdir):
     return _wan_on_cuda(workdir, "gguf")
+
+
+def _judge_include_buffers_on_cuda(result):
+    """No meta tensor, the RoPE buffers on CUDA and equal to a normal build's (identity: computed by the same
+    constructor), and the output of the model equal to the normal build's within the tolerance."""
+    if result["meta_tensors"] or result["rope_device"] != "cuda":
+        return WRONG, f"{result['meta_tensors']} tensors on meta; RoPE buffers on {result['rope_device']}"
+    if not result["rope_equal"]:
+        return WRONG, "the RoPE buffers differ from a normal build's"
+    return close([result["output_diff"]], what="max abs diff of the output to a normal build")
 
 
 @gpu_scenario(
@@ -462,6 +531,7 @@ def wan22_typed_as_wan21_gguf_on_cuda(workdir):
     patch="materialize-tensors-left-on-meta-in-from-single-file.patch",
     summary="single-file Wan with ACCELERATE_INIT_INCLUDE_BUFFERS=1, .to('cuda'): RoPE buffers, output vs a normal build",
     text="{meta_tensors} meta tensors; RoPE equal: {rope_equal}; output max abs diff {output_diff}",
+    judge=_judge_include_buffers_on_cuda,
 )
 def include_buffers_on_cuda(workdir):
     import torch
@@ -510,11 +580,22 @@ def include_buffers_on_cuda(workdir):
 # --------------------------------------------------------------------------------------------------------------
 
 
+def _judge_lora_into_8bit_unet(result):
+    """The adapter is injected, changes the output by more than the tolerance (so it is applied), and the weights stay
+    on GPU 0."""
+    if result["adapters"] != ["default_0"] or result["weight_device"] != "cuda:0":
+        return WRONG, f"adapters {result['adapters']}, weights on {result['weight_device']}"
+    if not result["output_finite"] or within_tolerance(result["lora_effect"]):
+        return WRONG, f"the LoRA changed the output by {result['lora_effect']:.3g} (finite: {result['output_finite']})"
+    return RIGHT, f"the LoRA changed the output by {result['lora_effect']:.3g} (tolerance {TOLERANCE:g}); on cuda:0"
+
+
 @gpu_scenario(
     "gpu-lora-into-8bit-unet",
     patch="lora-keep-quantized-text-encoder-dtype.patch",
     summary="#10550: load_lora_weights into a pipeline with a bnb 8-bit unet and text encoder on GPU 0",
     text="adapters {adapters}; LoRA changed the unet output by {lora_effect}; weights on {weight_device}",
+    judge=_judge_lora_into_8bit_unet,
 )
 def lora_into_8bit_unet(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -547,6 +628,15 @@ def _offload_hooks(pipe):
     )
 
 
+def _judge_model_offload_and_balanced(result):
+    diffs = []
+    for name in ("model_offload", "balanced"):
+        if result[name]["error"] is not None:
+            return _failed(name, result[name]["error"])
+        diffs += result[name]["diffs"]
+    return close(diffs, what="max abs diff of the images to the pipeline on GPU 0")
+
+
 @gpu_scenario(
     "gpu-8bit-unet-model-offload-and-balanced",
     patch="run-bitsandbytes-components-planned-on-the-cpu-there.patch",
@@ -555,6 +645,7 @@ def _offload_hooks(pipe):
         "model offload: {model_offload[diffs]} ({model_offload[warnings]}); balanced: plan {balanced[plan]}, "
         "{balanced[diffs]}"
     ),
+    judge=_judge_model_offload_and_balanced,
 )
 def model_offload_and_balanced_8bit(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -581,11 +672,18 @@ def model_offload_and_balanced_8bit(workdir):
     return {**results, **peak}
 
 
+def _judge_lora_keeps_pipeline_on_gpu(result):
+    if result["offloaded"] or result["unet_device"] != "cuda:0":
+        return WRONG, f"offloading components after the LoRA: {result['offloaded']}; unet on {result['unet_device']}"
+    return RIGHT, "no component offloaded after the LoRA; unet on cuda:0"
+
+
 @gpu_scenario(
     "gpu-lora-keeps-8bit-pipeline-on-gpu",
     patch="sequential-offload-keeps-the-user-device.patch",
     summary="#10914: 8-bit pipeline moved to cuda, load_lora_weights: does sequential offloading turn itself on?",
     text="offloading components after the LoRA: {offloaded}; unet weights on {unet_device}",
+    judge=_judge_lora_keeps_pipeline_on_gpu,
 )
 def lora_keeps_8bit_pipeline_on_gpu(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
@@ -607,6 +705,49 @@ def lora_keeps_8bit_pipeline_on_gpu(workdir):
         "offload_device": str(getattr(pipe, "_offload_device", None)),
         **peak,
     }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 6. Group offloading of a model that refused it, onto CUDA from the CPU, with and without CUDA streams
+# --------------------------------------------------------------------------------------------------------------
+
+
+@gpu_scenario(
+    "gpu-group-offload-hunyuan-dit",
+    patch="group-offload-preloads-modules-that-read-child-weights.patch",
+    summary="HunyuanDiT (tiny), pipe.enable_group_offload onto cuda from the CPU, leaf and block level, with and "
+    "without use_stream: its attention pooling uses its projections' weights",
+    text="max abs diff to the pipeline on cuda per run {diffs}; peak {peak_gpu_mib:.1f} MiB",
+    judge=lambda result: close(result["diffs"].values(), what="max abs diff of the images to the pipeline on cuda"),
+)
+def group_offload_hunyuan_dit_on_cuda(workdir):
+    import torch
+
+    from .tiny_pipelines import tiny_hunyuan_dit_pipeline
+
+    reference, run = tiny_hunyuan_dit_pipeline()
+    reference.set_progress_bar_config(disable=True)
+    with torch.no_grad():
+        expected = run(reference.to(DEVICE)).cpu()
+    del reference
+    _free_gpu_memory()
+    diffs = {}
+    with peak_gpu_memory() as peak:
+        for offload_type in ("leaf_level", "block_level"):
+            for use_stream in (False, True):
+                pipe, run = tiny_hunyuan_dit_pipeline()
+                pipe.set_progress_bar_config(disable=True)
+                pipe.enable_group_offload(
+                    onload_device=torch.device(DEVICE),
+                    offload_device=torch.device("cpu"),
+                    offload_type=offload_type,
+                    num_blocks_per_group=1,
+                    use_stream=use_stream,
+                )
+                with torch.no_grad():
+                    output = run(pipe).cpu()
+                diffs[f"{offload_type}{', use_stream' if use_stream else ''}"] = (output - expected).abs().max().item()
+    return {"diffs": diffs, **peak}
 
 
 if __name__ == "__main__":

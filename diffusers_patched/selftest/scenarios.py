@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,14 +97,15 @@ def error_of(exception):
     return {"type": type(exception).__name__, "message": str(exception)}
 
 
-def run_scenarios(names, patched, module="diffusers_patched.selftest.scenarios", cuda=False, site=None):
+def run_scenarios(names, patched, module="diffusers_patched.selftest.scenarios", cuda=False, site=None, log=None):
     """Run scenarios in one fresh interpreter (imports dominate their cost), with or without the patches.
 
     Each scenario works in its own directory on models it builds itself; an error in one ends only that one. `module`
     holds the scenarios (`diffusers_patched.selftest.gpu_scenarios` for the CUDA ones). Without `cuda`, CUDA devices are hidden:
     on a GPU machine, transformers and diffusers would otherwise load bitsandbytes models onto GPU 0 by themselves,
     and a CPU scenario would no longer be about the CPU. `site`: a directory with another diffusers release and its
-    diffusers-patched (tools/wheels.py `release_site`), first on the path.
+    diffusers-patched (tools/wheels.py `release_site`), first on the path. `log`: a file to keep the interpreter's
+    stderr in.
     """
     env = {**os.environ, "DIFFUSERS_PATCHED": "1" if patched else "0", "HF_HUB_OFFLINE": "1"}
     if not cuda:
@@ -118,6 +120,8 @@ def run_scenarios(names, patched, module="diffusers_patched.selftest.scenarios",
             capture_output=True,
             text=True,
         )
+    if log is not None:
+        Path(log).write_text(process.stderr)
     outcomes = {}
     for line in process.stdout.splitlines():
         if line.startswith(_OUTCOME_PREFIX):
@@ -127,6 +131,23 @@ def run_scenarios(names, patched, module="diffusers_patched.selftest.scenarios",
         if name not in outcomes:
             crash = {"type": "ScenarioCrashed", "message": process.stderr.strip()[-2000:]}
             outcomes[name] = Outcome(None, crash, 0.0)
+    return outcomes
+
+
+def run_each_apart(names, patched, module, cuda=False, log_dir=None):
+    """`run_scenarios` for each scenario in an interpreter of its own, half the cores' worth at a time: a CUDA fault
+    leaves the process it happens in unusable, and must not take the other flows with it. `log_dir`: where each
+    interpreter's stderr is kept (`<side>-<name>.stderr`)."""
+    side = "patched" if patched else "upstream"
+
+    def run(name):
+        log = None if log_dir is None else Path(log_dir) / f"{side}-{name}.stderr"
+        return run_scenarios([name], patched, module=module, cuda=cuda, log=log)
+
+    outcomes = {}
+    with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) // 2)) as pool:
+        for outcome in pool.map(run, names):
+            outcomes.update(outcome)
     return outcomes
 
 
