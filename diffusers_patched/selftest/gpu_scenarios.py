@@ -85,6 +85,18 @@ def _quantized_pipeline_config(kind):
     return bnb_text_encoder_config(quant_type, double_quant, components=("text_encoder", "unet"))
 
 
+def load_quantized_pipeline(path, kind, **kwargs):
+    """The tiny pipeline with its text encoder and unet quantized (`_quantized_pipeline_config`), in float32: without
+    a `torch_dtype`, diffusers' bitsandbytes quantizer loads the unet's unquantized modules in float16, while the
+    scenarios feed it float32 inputs (first GPU run: "Input type (float) and bias type (c10::Half) should be the same",
+    on both sides)."""
+    import torch
+
+    return load_tiny_sd_pipeline(
+        path, quantization_config=_quantized_pipeline_config(kind), torch_dtype=torch.float32, **kwargs
+    )
+
+
 def unet_step(unet, device=DEVICE):
     """One unet forward on fixed inputs (latents, timestep, text embeddings), on `device`."""
     import torch
@@ -180,7 +192,7 @@ def device_map_balanced_nf4(workdir):
 
     path = save_tiny_sd_pipeline(workdir / "pipe", text_encoder_kwargs=DEVICE_MAP_TEXT_ENCODER)
     # Without a device map the quantizers put both bitsandbytes components on GPU 0; the vae joins them.
-    reference = load_tiny_sd_pipeline(path, quantization_config=_quantized_pipeline_config("nf4"))
+    reference = load_quantized_pipeline(path, "nf4")
     reference.vae.to(DEVICE)
     expected, again = _generate(reference).cpu(), _generate(reference).cpu()
     del reference
@@ -192,11 +204,8 @@ def device_map_balanced_nf4(workdir):
             before = torch.cuda.memory_allocated()
             try:
                 with recording_planned_sizes() as sizes:
-                    pipe = load_tiny_sd_pipeline(
-                        path,
-                        quantization_config=_quantized_pipeline_config("nf4"),
-                        device_map="balanced",
-                        max_memory={0: budget, "cpu": "1GB"},
+                    pipe = load_quantized_pipeline(
+                        path, "nf4", device_map="balanced", max_memory={0: budget, "cpu": "1GB"}
                     )
                 allocated = torch.cuda.memory_allocated() - before
                 plan = dict(pipe.hf_device_map)
@@ -248,9 +257,9 @@ def _sequential_offload_steps(workdir, kind, device):
     path = workdir / "pipe"
     if not (path / "model_index.json").exists():
         save_tiny_sd_pipeline(path)
-    reference = load_tiny_sd_pipeline(path, quantization_config=_quantized_pipeline_config(kind))
+    reference = load_quantized_pipeline(path, kind)
     expected = {"text_encoder": _encode(reference.text_encoder, DEVICE), "unet": unet_step(reference.unet)}
-    pipe = load_tiny_sd_pipeline(path, quantization_config=_quantized_pipeline_config(kind))
+    pipe = load_quantized_pipeline(path, kind)
     steps = {"failed_at": None, "error": None}
 
     def passes():
@@ -266,7 +275,7 @@ def _sequential_offload_steps(workdir, kind, device):
     def save():
         saved_path = workdir / f"saved-{kind}-{device}"
         pipe.save_pretrained(saved_path)
-        saved = load_tiny_sd_pipeline(saved_path, quantization_config=_quantized_pipeline_config(kind))
+        saved = load_quantized_pipeline(saved_path, kind)
         return {
             "reloaded_text_encoder": _diffs(saved.text_encoder, expected["text_encoder"], passes=1, device=DEVICE),
             "reloaded_unet": _unet_diffs(saved.unet, expected["unet"], passes=1),
@@ -600,7 +609,7 @@ def _judge_lora_into_8bit_unet(result):
 def lora_into_8bit_unet(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
     with peak_gpu_memory() as peak:
-        pipe = load_tiny_sd_pipeline(path, quantization_config=_quantized_pipeline_config("8bit"))
+        pipe = load_quantized_pipeline(path, "8bit")
         before = unet_step(pipe.unet)
         pipe.load_lora_weights(_text_encoder_lora(pipe.unet, prefix="unet", targets=UNET_LORA_TARGETS))
         after = unet_step(pipe.unet)
@@ -651,7 +660,7 @@ def model_offload_and_balanced_8bit(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
     results = {}
     with peak_gpu_memory() as peak:
-        reference = load_tiny_sd_pipeline(path, quantization_config=_quantized_pipeline_config("8bit"))
+        reference = load_quantized_pipeline(path, "8bit")
         reference.vae.to(DEVICE)
         expected = _generate(reference).cpu()
         del reference
@@ -659,11 +668,9 @@ def model_offload_and_balanced_8bit(workdir):
             try:
                 with diffusers_log_messages(logging.WARNING, "8bit") as warnings:
                     if name == "balanced":
-                        pipe = load_tiny_sd_pipeline(
-                            path, quantization_config=_quantized_pipeline_config("8bit"), device_map="balanced"
-                        )
+                        pipe = load_quantized_pipeline(path, "8bit", device_map="balanced")
                     else:
-                        pipe = load_tiny_sd_pipeline(path, quantization_config=_quantized_pipeline_config("8bit"))
+                        pipe = load_quantized_pipeline(path, "8bit")
                         pipe.enable_model_cpu_offload()
                     diffs = [(_generate(pipe).cpu() - expected).abs().max().item() for _ in range(2)]
                 results[name] = {"plan": pipe.hf_device_map, "diffs": diffs, "warnings": warnings, "error": None}
@@ -688,7 +695,7 @@ def _judge_lora_keeps_pipeline_on_gpu(result):
 def lora_keeps_8bit_pipeline_on_gpu(workdir):
     path = save_tiny_sd_pipeline(workdir / "pipe")
     with peak_gpu_memory() as peak:
-        pipe = load_tiny_sd_pipeline(path, quantization_config=_quantized_pipeline_config("8bit"))
+        pipe = load_quantized_pipeline(path, "8bit")
         pipe.to(DEVICE)
         offloaded_before = _offload_hooks(pipe)
         pipe.load_lora_weights(
