@@ -6,7 +6,6 @@ numbers, counts, devices or the error it raised; the tests assert on those. Test
 """
 
 import pytest
-import torch
 
 from diffusers_patched.selftest.scenarios import PLAN_BUDGETS, REFUSED, RIGHT, SCENARIOS, WRONG
 from tests.conftest import REPO_ROOT
@@ -15,8 +14,10 @@ from tests.support.assertions import (
     CPU_DEVICE_ERROR,
     META_COPY_ERROR,
     META_ITEM_ERROR,
-    assert_all_zero,
+    assert_clearly_wrong,
+    assert_close_to_reference,
     assert_raised,
+    figures_off_the_margin,
     result_of,
 )
 from tools.series import Project
@@ -41,6 +42,7 @@ def test_every_scenario_judges_its_result():
 def test_patched_verdicts_are_right(patched_outcomes):
     verdicts = {name: outcome.verdict(SCENARIOS[name]) for name, outcome in patched_outcomes.items()}
     assert {name: verdict for name, verdict in verdicts.items() if verdict[0] not in (RIGHT, REFUSED)} == {}
+    assert figures_off_the_margin(patched_outcomes) == {}
 
 
 @upstream
@@ -59,6 +61,9 @@ def test_upstream_verdicts_are_not_right(upstream_outcomes):
         "save-model-with-lora-injected",
         "single-file-wan22-detection",
     ]
+    # Where they are numbers, each is at least MARGIN times the tolerance (or NaN): glm-image's 0.03, the saved
+    # statistics' 0.001 to 0.4, the NaN of the weights left on meta.
+    assert figures_off_the_margin(upstream_outcomes) == {}
 
 
 def test_every_scenario_names_a_patch_of_the_series():
@@ -100,7 +105,7 @@ def test_sequential_cpu_offload_on_cpu_upstream(upstream_outcomes):
 def test_sequential_cpu_offload_on_cpu(patched_outcomes):
     result = result_of(patched_outcomes["sequential-cpu-offload-on-cpu"])
     assert result["offload_device"] == "cpu"
-    assert_all_zero(result["diffs"], 3)
+    assert_close_to_reference(result["diffs"], 3)
 
 
 @upstream
@@ -110,8 +115,8 @@ def test_bnb_8bit_sequential_offload_and_lora_upstream(upstream_outcomes):
 
 def test_bnb_8bit_sequential_offload_and_lora(patched_outcomes):
     result = result_of(patched_outcomes["bnb-8bit-sequential-offload-and-lora"])
-    assert_all_zero(result["diffs"], 3)
-    assert_all_zero(result["diffs_with_lora"], 3)
+    assert_close_to_reference(result["diffs"], 3)
+    assert_close_to_reference(result["diffs_with_lora"], 3)
 
 
 # lora-keep-quantized-text-encoder-dtype: LoRA loading keeps a quantized text encoder's dtype instead of casting it.
@@ -137,7 +142,7 @@ def test_bnb_4bit_sequential_cpu_offload_upstream(upstream_outcomes):
 
 def test_bnb_4bit_sequential_cpu_offload(patched_outcomes):
     result = result_of(patched_outcomes["bnb-4bit-sequential-cpu-offload"])
-    assert_all_zero(result["diffs"], 3)
+    assert_close_to_reference(result["diffs"], 3)
     assert result["statistics_on_meta"] == 0
     assert result["statistics_equal"] == result["statistics"] == 60
 
@@ -152,7 +157,7 @@ def test_bnb_4bit_cpu_offload_hooks(patched_outcomes):
     assert sorted(kinds) == ["fp4", "fp4-dq", "nf4", "nf4-dq"]
     for kind, result in kinds.items():
         assert result["covered"] == 12, kind
-        assert_all_zero(result["diffs"], 3)
+        assert_close_to_reference(result["diffs"], 3)
         assert result["statistics_equal"] == result["statistics"] > 0, kind
 
 
@@ -162,7 +167,7 @@ def test_bnb_4bit_offload_twice_then_model_offload_upstream(upstream_outcomes):
 
 
 def test_bnb_4bit_offload_twice_then_model_offload(patched_outcomes):
-    assert_all_zero(result_of(patched_outcomes["bnb-4bit-offload-twice-then-model-offload"])["diffs"], 6)
+    assert_close_to_reference(result_of(patched_outcomes["bnb-4bit-offload-twice-then-model-offload"])["diffs"], 6)
 
 
 @upstream
@@ -173,7 +178,7 @@ def test_bnb_4bit_lora_while_sequentially_offloaded_upstream(upstream_outcomes):
 def test_bnb_4bit_lora_while_sequentially_offloaded(patched_outcomes):
     result = result_of(patched_outcomes["bnb-4bit-lora-while-sequentially-offloaded"])
     assert result["offload_device"] == "cpu"
-    assert_all_zero(result["diffs"], 3)
+    assert_close_to_reference(result["diffs"], 3)
 
 
 @upstream
@@ -188,7 +193,7 @@ def test_bnb_4bit_dispatch_cpu_disk_then_peft_upstream(upstream_outcomes):
 def test_bnb_4bit_dispatch_cpu_disk_then_peft(patched_outcomes):
     result = result_of(patched_outcomes["bnb-4bit-dispatch-cpu-disk-then-peft"])
     assert result["covered"] == 14
-    assert_all_zero(result["diffs"], 3)
+    assert_close_to_reference(result["diffs"], 3)
 
 
 # materialize-tensors-left-on-meta-in-from-single-file (and the missing-keys patches after it): from_single_file leaves no tensor on meta and reports missing keys once.
@@ -219,7 +224,8 @@ def test_single_file_include_buffers_upstream(upstream_outcomes):
 
 def test_single_file_include_buffers(patched_outcomes):
     result = result_of(patched_outcomes["single-file-include-buffers"])
-    assert result == {"meta_tensors": 0, "rope_equal": True, "output_diff": 0.0}
+    assert_close_to_reference([result.pop("output_diff")], 1)
+    assert result == {"meta_tensors": 0, "rope_equal": True}
 
 
 # single-file-t5-ties-input-embeddings (and single-file-t5-in-evaluation-mode: every pass equals from_pretrained).
@@ -235,7 +241,7 @@ def test_single_file_t5_text_encoder_upstream(upstream_outcomes):
 def test_single_file_t5_text_encoder(patched_outcomes):
     result = result_of(patched_outcomes["single-file-t5-text-encoder"])
     assert result["meta_tensors"] == 0 and result["tied"]
-    assert_all_zero(result["diffs"], 3)
+    assert_close_to_reference(result["diffs"], 3)
 
 
 # gguf-parameter-keeps-quant-type-when-rebuilt and gguf-dequantized-weights-stay-parameters.
@@ -249,7 +255,7 @@ def test_gguf_sequential_offload_upstream(upstream_outcomes):
 def test_gguf_sequential_offload(patched_outcomes):
     result = result_of(patched_outcomes["gguf-sequential-offload"])
     assert result["quantized"]
-    assert_all_zero(result["diffs"], 6)
+    assert_close_to_reference(result["diffs"], 6)
     # Upstream refuses to serialize GGUF models, offloaded or not, and says so: nothing to fix there.
     assert "is quantized with QuantizationMethod.GGUF and is not serializable" in result["save_error"]
 
@@ -259,7 +265,8 @@ def test_gguf_sequential_offload(patched_outcomes):
 def test_save_model_with_lora_injected_upstream(upstream_outcomes):
     # Saved and reloaded without an error, with the wrapped weights left on meta; the output is NaN on this stack.
     result = result_of(upstream_outcomes["save-model-with-lora-injected"])
-    assert result["refused"] is None and result["meta_tensors"] > 0 and result["output_diff"] != 0.0
+    assert result["refused"] is None and result["meta_tensors"] > 0
+    assert_clearly_wrong([result["output_diff"]])
 
 
 def test_save_model_with_lora_injected(patched_outcomes):
@@ -280,7 +287,8 @@ def test_from_pretrained_missing_keys_upstream(upstream_outcomes):
 
 def test_from_pretrained_missing_keys(patched_outcomes):
     result = result_of(patched_outcomes["from-pretrained-missing-keys"])
-    assert result["meta_tensors"] == 0 and result["output_diff"] == 0.0
+    assert result["meta_tensors"] == 0
+    assert_close_to_reference([result["output_diff"]], 1)
     assert result["missing_keys_as_constructed"] == result["missing_keys"] > 0
     assert result["missing_keys_zero"] < result["missing_keys"] // 2
     assert result["warnings"] == 1 and result["constructor_values_said"]
@@ -296,9 +304,11 @@ def test_ltx_video_vae_without_timestep_scale_multiplier_upstream(upstream_outco
 
 
 def test_ltx_video_vae_without_timestep_scale_multiplier(patched_outcomes):
-    # The constructor's 1000.0, not zeros: the video equals the complete repo's (zero-filled, it differs by 0.67).
+    # The constructor's 1000.0 (bit for bit: a constant), not zeros: the video equals the complete repo's up to float32
+    # rounding (zero-filled, it differs by 0.67).
     result = result_of(patched_outcomes["ltx-video-vae-without-timestep-scale-multiplier"])
-    assert result == {"multiplier": 1000.0, "video_diff": 0.0}
+    assert result["multiplier"] == 1000.0
+    assert_close_to_reference([result["video_diff"]], 1)
 
 
 # single-file-block-counts-come-from-the-checkpoint: without `config`, a single file is built with its own depth.
@@ -316,7 +326,8 @@ def test_single_file_flex_gguf_without_config_upstream(upstream_outcomes):
 def test_single_file_flex_gguf_without_config(patched_outcomes):
     result = result_of(patched_outcomes["single-file-flex-gguf-without-config"])
     assert result["blocks"] == [2, 1]
-    assert result["meta_tensors"] == 0 and result["output_diff"] == 0.0
+    assert result["meta_tensors"] == 0
+    assert_close_to_reference([result["output_diff"]], 1)
     assert result["gap_error"] == (
         "the checkpoint has transformer_blocks 0-2 but not 1, where the config has `num_layers=3`."
     )
@@ -335,7 +346,7 @@ def test_fuse_lora_into_gguf_upstream(upstream_outcomes):
 
 def test_fuse_lora_into_gguf(patched_outcomes):
     result = result_of(patched_outcomes["fuse-lora-into-gguf"])
-    torch.testing.assert_close(result["fused_diffs"], [0.0, 0.0], rtol=0, atol=1e-5)
+    assert_close_to_reference(result["fused_diffs"], 2)
     assert result["fused_weight"] == "Parameter torch.float32"
     # Fused into float32 (4 bytes a value) from Q8_0 (34 bytes for 32 values).
     assert result["fused_bytes"] * 34 == result["quantized_bytes"] * 4 * 32
@@ -363,7 +374,7 @@ def test_ltx2_3_single_file(patched_outcomes):
         # No converters in 0.42.1: the pipeline takes them from `config`.
         "vocoder": False,
     }
-    torch.testing.assert_close([result["transformer_diff"], result["vae_diff"]], [0.0, 0.0], rtol=0, atol=1e-5)
+    assert_close_to_reference([result["transformer_diff"], result["vae_diff"]], 2)
 
 
 def _assert_bad_files_named(errors):
@@ -458,7 +469,7 @@ def test_bnb_text_encoder_planned_on_cpu_upstream(upstream_outcomes):
 
 def test_bnb_text_encoder_planned_on_cpu(patched_outcomes):
     result = result_of(patched_outcomes["bnb-text-encoder-planned-on-cpu"])
-    assert_all_zero(result.pop("diffs"), 3)
+    assert_close_to_reference(result.pop("diffs"), 3)
     assert result == {
         "plan": {"text_encoder": "cpu", "unet": 0, "vae": 0},
         "hf_device_map": {"text_encoder": "cpu"},
@@ -482,9 +493,9 @@ def test_save_offloaded_pipeline(patched_outcomes):
     for kind, result in kinds.items():
         assert result["text_encoder_equal"] == result["text_encoder_tensors"] > 0, kind
         assert result["unet_equal"] == result["unet_tensors"] == 208, kind
-        assert_all_zero(result["saved_diffs"], 1)
+        assert_close_to_reference(result["saved_diffs"], 1)
         assert result["offloaded_device"] == "meta", kind
-        assert_all_zero(result["offloaded_diffs"], 1)
+        assert_close_to_reference(result["offloaded_diffs"], 1)
 
 
 # refuse-to-save-bnb-4bit-statistics-repacked-on-cpu: save_pretrained after a CPU forward pass that repacked 4-bit
@@ -495,25 +506,27 @@ def test_save_offloaded_pipeline(patched_outcomes):
 def test_bnb_4bit_save_after_cpu_forward_upstream(upstream_outcomes):
     # Saved without a word, with re-derived absmax: the reloaded encoder (and the saved one) compute different outputs.
     result = result_of(upstream_outcomes["bnb-4bit-save-after-cpu-forward"])
-    assert_all_zero(result["saved_before"], 4)
+    assert_close_to_reference(result["saved_before"], 4)
     assert result["refusal"] is None and result["made_safe_diffs"] is None
     for kind, kind_result in result["kinds"].items():
-        assert kind_result["saved_after"] > (0.1 if kind in ("nf4", "fp4") else 1e-3), kind
-        assert kind_result["in_memory_after_save"] == kind_result["saved_after"], kind
+        assert_clearly_wrong([kind_result["saved_after"]])
+        # The model saved computes what the one reloaded does (the same figure up to float32 rounding): both hold the
+        # re-derived statistics.
+        assert_close_to_reference([abs(kind_result["in_memory_after_save"] - kind_result["saved_after"])], 1)
         assert kind_result["statistics_equal"] < kind_result["statistics"], kind
 
 
 def test_bnb_4bit_save_after_cpu_forward(patched_outcomes):
     result = result_of(patched_outcomes["bnb-4bit-save-after-cpu-forward"])
-    assert_all_zero(result["saved_before"], 4)
+    assert_close_to_reference(result["saved_before"], 4)
     assert result["kinds"] == {kind: {"saved_after": "refused"} for kind in ("nf4", "fp4", "nf4-dq", "fp4-dq")}
     assert result["refusal"].startswith(
         "Cannot save `text_encoder` (CLIPTextModel): the bitsandbytes 4-bit quantization statistics of 12 weight(s) "
         "(encoder.layers.0.self_attn.k_proj.weight, "
     )
     assert "call `make_bnb_offload_safe(model)` before its first forward pass" in result["refusal"]
-    assert_all_zero(result["made_safe_diffs"], 4)
-    assert_all_zero(result["made_safe_in_memory_diffs"], 4)
+    assert_close_to_reference(result["made_safe_diffs"], 4)
+    assert_close_to_reference(result["made_safe_in_memory_diffs"], 4)
     assert result["made_safe_statistics_equal"] == result["statistics"] == 192
 
 
@@ -538,7 +551,7 @@ def test_sequential_offload_upstream(upstream_outcomes, name):
 
 @pytest.mark.parametrize("name", SEQUENTIAL_OFFLOAD_SCENARIOS)
 def test_sequential_offload(patched_outcomes, name):
-    assert result_of(patched_outcomes[name]) == {"diff": 0.0}
+    assert_close_to_reference([result_of(patched_outcomes[name])["diff"]], 1)
 
 
 # group-offload-preloads-modules-that-read-child-weights: the models that declared `_supports_group_offloading = False`
@@ -565,22 +578,28 @@ def test_group_offload_upstream(upstream_outcomes, name):
 @pytest.mark.parametrize("name", GROUP_OFFLOAD_SCENARIOS)
 def test_group_offload(patched_outcomes, name):
     levels = 1 if name.startswith("group-offload-ace-step") else 2
-    assert result_of(patched_outcomes[name]) == {"equal": [True] * levels, "warnings": []}
+    result = result_of(patched_outcomes[name])
+    assert_close_to_reference(result.pop("diffs"), levels)
+    assert result == {"warnings": []}
 
 
 # group-offload-to-disk-keeps-tied-weights: T5's tied embedding, in two leaf groups offloaded to disk, keeps its values
 # in both; upstream's text encoder embeds the prompt with an emptied weight, without an error.
 @upstream
 def test_group_offload_glm_image_leaf_level_upstream(upstream_outcomes):
-    assert result_of(upstream_outcomes["group-offload-glm-image-leaf-level"]) == {"equal": [False], "warnings": []}
+    result = result_of(upstream_outcomes["group-offload-glm-image-leaf-level"])
+    assert_clearly_wrong(result.pop("diffs"))
+    assert result == {"warnings": []}
 
 
 def test_group_offload_glm_image_leaf_level(patched_outcomes):
-    assert result_of(patched_outcomes["group-offload-glm-image-leaf-level"]) == {"equal": [True], "warnings": []}
+    result = result_of(patched_outcomes["group-offload-glm-image-leaf-level"])
+    assert_close_to_reference(result.pop("diffs"), 1)
+    assert result == {"warnings": []}
 
 
 # audio-vaes-support-group-offloading: the audio VAEs that refused group offloading are group and sequentially
-# offloaded exactly; upstream refuses the first.
+# offloaded, their outputs equal to the un-offloaded ones up to float32 rounding; upstream refuses the first.
 @upstream
 def test_offload_audio_vaes_upstream(upstream_outcomes):
     assert_raised(
@@ -589,7 +608,9 @@ def test_offload_audio_vaes_upstream(upstream_outcomes):
 
 
 def test_offload_audio_vaes(patched_outcomes):
-    assert result_of(patched_outcomes["offload-audio-vaes"]) == {"equal": [True] * 12, "warnings": []}
+    result = result_of(patched_outcomes["offload-audio-vaes"])
+    assert_close_to_reference(result.pop("diffs"), 12)
+    assert result == {"warnings": []}
 
 
 # group-offload-skips-models-that-do-not-support-it: pipe.enable_group_offload places a model that still does not
@@ -609,7 +630,9 @@ def test_group_offload_dit(patched_outcomes):
         "`transformer` (DiTTransformer2DModel) does not support group offloading and is placed on cpu instead, as if "
         "it were in `exclude_modules`. The other components are group offloaded."
     )
-    assert result_of(patched_outcomes["group-offload-dit"]) == {"equal": [True, True], "warnings": [warning, warning]}
+    result = result_of(patched_outcomes["group-offload-dit"])
+    assert_close_to_reference(result.pop("diffs"), 2)
+    assert result == {"warnings": [warning, warning]}
 
 
 # restore-the-accelerate-hooks-the-loaders-remove: a LoRA loaded after the user placed models with accelerate keeps
@@ -631,5 +654,5 @@ def test_lora_keeps_user_accelerate_hooks(patched_outcomes):
     for placement in result["placements"].values():
         assert placement["hooks_changed"] == 0
         assert placement["lora_layers_off_their_device"] == 0
-    assert_all_zero(result["placements"]["cpu_offload"]["diffs"], 4)
-    assert_all_zero(result["placements"]["dispatch_model"]["diffs"], 2)
+    assert_close_to_reference(result["placements"]["cpu_offload"]["diffs"], 4)
+    assert_close_to_reference(result["placements"]["dispatch_model"]["diffs"], 2)

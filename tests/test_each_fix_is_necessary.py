@@ -11,6 +11,7 @@ import pytest
 
 from diffusers_patched.selftest.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
 from tests.conftest import REPO_ROOT
+from tests.support.assertions import figures_off_the_margin
 from tools import series, vendoring, wheels
 
 
@@ -96,3 +97,5 @@ def test_scenarios_are_not_right_without_their_patch(patch, primary, tmp_path):
     outcomes = run_scenarios(names, patched=True, site=site)
     verdicts = {name: outcomes[name].verdict(SCENARIOS[name]) for name in names}
     assert {name: verdict for name, verdict in verdicts.items() if verdict[0] in (RIGHT, REFUSED)} == {}
+    # Wrong numbers are at least MARGIN times the tolerance, or NaN: the tolerance cannot swallow them.
+    assert figures_off_the_margin(outcomes) == {}

@@ -1,18 +1,28 @@
 """Every offload mode of the pipelines whose offload tests upstream skips, on both sides: the README's table is what
 this measures (diffusers_patched/selftest/offload_modes.py)."""
 
+import re
+
+from diffusers_patched.selftest.judges import FAILS, RIGHT
 from diffusers_patched.selftest.offload_modes import OFFLOAD_MODE_SCENARIOS
-from diffusers_patched.selftest.scenarios import RIGHT, run_scenarios
+from diffusers_patched.selftest.scenarios import run_scenarios
 from diffusers_patched.selftest.tiny_pipelines import OFFLOAD_MODES, TINY_OFFLOAD_PIPELINES
 from tests.conftest import REPO_ROOT
+from tests.support.assertions import figures_off_the_margin
 
 
 def verdict_cell(outcome, name):
     verdict, figure = outcome.verdict(OFFLOAD_MODE_SCENARIOS[name])
-    if verdict == RIGHT:
-        return "right"
-    # The error's type and its first words: enough to tell the failures apart in a table.
-    return f"{verdict}: {' '.join(figure.split()[:4])} ..."
+    if verdict == FAILS:
+        # The error's type and its first words: enough to tell the failures apart in a table.
+        return f"{verdict}: {' '.join(figure.split()[:4])} ..."
+    return f"{verdict}: {figure}"
+
+
+def without_figures(table):
+    """The table with its max abs diffs left out: they are float32 rounding, which differs from one machine to the next
+    (the README's are those of the machine it was measured on); the verdicts and the tolerance do not."""
+    return re.sub(r"max abs diff \S+", "max abs diff ...", table)
 
 
 def offload_table(upstream, patched):
@@ -35,6 +45,8 @@ def test_every_offload_mode_is_right_patched_and_the_readme_table_is_measured():
     names = list(OFFLOAD_MODE_SCENARIOS)
     upstream = run_scenarios(names, patched=False, module="diffusers_patched.selftest.offload_modes")
     patched = run_scenarios(names, patched=True, module="diffusers_patched.selftest.offload_modes")
-    assert {name: verdict_cell(patched[name], name) for name in names} == {name: "right" for name in names}
+    verdicts = {name: patched[name].verdict(OFFLOAD_MODE_SCENARIOS[name]) for name in names}
+    assert {name: verdict for name, verdict in verdicts.items() if verdict[0] != RIGHT} == {}
+    assert figures_off_the_margin(upstream) == figures_off_the_margin(patched) == {}
     table = offload_table(upstream, patched)
-    assert table in (REPO_ROOT / "README.md").read_text(), table
+    assert without_figures(table) in without_figures((REPO_ROOT / "README.md").read_text()), table

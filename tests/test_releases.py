@@ -21,6 +21,7 @@ import pytest
 
 from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
 from tests.conftest import REPO_ROOT, run_python
+from tests.support.assertions import diffs_as_judged
 from tests.support.carried_tests import passed_tests, run_carried_tests, skipped_tests, write_carried_tests
 from tools import series, upstream, wheels
 
@@ -51,8 +52,9 @@ def release_outcomes(sites):
 
 
 def comparable(outcome):
-    """What a scenario measured or raised, without its scratch directory or its time."""
-    text = json.dumps({"result": outcome.result, "error": outcome.error}, sort_keys=True)
+    """What a scenario measured or raised, without its scratch directory, its time, or the float32 rounding of its max
+    abs diffs (each as judged)."""
+    text = json.dumps({"result": diffs_as_judged(outcome.result), "error": outcome.error}, sort_keys=True)
     return json.loads(re.sub(re.escape(tempfile.gettempdir()) + r"/[^/\"']+/", "<workdir>/", text))
 
 

@@ -6,6 +6,7 @@ no GPU; see `GPU0_BUDGETS`); what happens once the components are loaded on CUDA
 
 import pytest
 
+from diffusers_patched.selftest.judges import TOLERANCE
 from tests.conftest import requires_cuda
 from tests.support.assertions import META_COPY_ERROR, result_of
 
@@ -14,9 +15,9 @@ pytestmark = [pytest.mark.gpu, requires_cuda]
 upstream = pytest.mark.upstream
 
 SCENARIO = "gpu-device-map-balanced-nf4"
-# The only budget whose images come from a text encoder computing on the CPU instead of GPU 0: float32 on both, so
-# rounding only. A guess until the first GPU run measures it (the other budgets compare GPU with GPU: the reference's
-# run-to-run difference, expected 0).
+# The only budget whose images come from a text encoder computing on the CPU instead of GPU 0: float32 on both, but
+# another implementation, so more than the tolerance of one computation on one device (judges.py), which the other
+# budgets' images, GPU against GPU, are held to. A guess until the first GPU run measures it.
 CPU_VS_GPU_ATOL = 1e-3
 # What GPU 0 may hold after loading, relative to what was planned there: the caching allocator rounds every tensor up
 # to 512 B (a few hundred small tensors: biases, 4-bit statistics), and the plan's sizes are estimates.
@@ -50,9 +51,8 @@ def test_gpu_device_map_balanced_nf4(gpu_patched_outcomes):
         budget = budgets[name]
         assert budget["error"] is None, (name, budget["error"])
         assert budget["plan"] == plan, name
-        # Within the reference's own run-to-run difference (the same pipeline called twice without a device map).
-        atol = max(result["run_to_run"], CPU_VS_GPU_ATOL if plan["text_encoder"] == "cpu" else 0.0)
-        assert max(budget["diffs"]) <= atol, (name, budget["diffs"], result["run_to_run"])
+        atol = CPU_VS_GPU_ATOL if plan["text_encoder"] == "cpu" else TOLERANCE
+        assert all(diff <= atol for diff in budget["diffs"]), (name, budget["diffs"], result["run_to_run"])
         # The plan sizes components as loaded: GPU 0 then holds what was planned there (no weight of a component
         # planned on the CPU, offloaded or not, stays on the GPU between calls).
         low, high = ALLOCATED_VS_PLANNED

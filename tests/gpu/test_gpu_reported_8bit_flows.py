@@ -9,8 +9,9 @@ same diffusers 8-bit quantizer, LoRA loader and offload code.
 
 import pytest
 
+from diffusers_patched.selftest.judges import within_tolerance
 from tests.conftest import requires_cuda
-from tests.support.assertions import assert_all_zero, result_of
+from tests.support.assertions import assert_close_to_reference, result_of
 
 
 pytestmark = [pytest.mark.gpu, requires_cuda]
@@ -20,7 +21,8 @@ def test_gpu_lora_into_8bit_unet(gpu_patched_outcomes):
     """#10550: a LoRA loaded into a bitsandbytes 8-bit diffusers model on GPU 0 is applied and stays there."""
     result = result_of(gpu_patched_outcomes["gpu-lora-into-8bit-unet"])
     assert result["adapters"] == ["default_0"]
-    assert result["lora_effect"] > 0 and result["output_finite"]
+    # The LoRA changes the output by more than float32 rounding.
+    assert not within_tolerance(result["lora_effect"]) and result["output_finite"]
     assert result["weight_device"] == "cuda:0"
 
 
@@ -33,7 +35,7 @@ def test_gpu_8bit_unet_model_offload_and_balanced(gpu_patched_outcomes):
     result = result_of(gpu_patched_outcomes["gpu-8bit-unet-model-offload-and-balanced"])
     for name in ("model_offload", "balanced"):
         assert result[name]["error"] is None, (name, result[name]["error"])
-        assert_all_zero(result[name]["diffs"], 2)
+        assert_close_to_reference(result[name]["diffs"], 2)
 
 
 def test_gpu_lora_keeps_8bit_pipeline_on_gpu(gpu_patched_outcomes):

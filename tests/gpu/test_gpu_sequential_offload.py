@@ -2,15 +2,16 @@
 diffusers' own quantizer, which needs a GPU): three passes, `save_pretrained` while offloaded and a reload, a LoRA
 loaded while offloaded, then `enable_model_cpu_offload()`; with the default device and with `device="cuda"`.
 
-Not run yet: no GPU has been lent to this project. Every comparison is GPU against GPU with the same weights and
-kernels: exact.
+Not run yet: no GPU has been lent to this project. Every comparison is of outputs, GPU against GPU with the same
+weights: within the tolerance (diffusers_patched/selftest/judges.py), cuBLAS choosing its kernels by alignment and
+workspace.
 """
 
 import pytest
 
 from diffusers_patched.selftest.gpu_scenarios import BNB_4BIT_KINDS
 from tests.conftest import requires_cuda
-from tests.support.assertions import META_COPY_ERROR, assert_all_zero, result_of
+from tests.support.assertions import META_COPY_ERROR, assert_close_to_reference, result_of
 
 
 pytestmark = [pytest.mark.gpu, requires_cuda]
@@ -20,18 +21,18 @@ RUNS_4BIT = [f"{kind} {device}" for kind in BNB_4BIT_KINDS for device in (None, 
 RUNS_8BIT = ["8bit None", "8bit cuda"]
 
 
-def _assert_every_step_exact(steps):
+def _assert_every_step_right(steps):
     assert steps["failed_at"] is None, steps["error"]
     for step in ("offload", "lora"):
         # Where the user asked (the default accelerator or "cuda": GPU 0), also after the LoRA loader re-applied it.
         assert steps[step]["offload_device"] == "cuda:0", step
         assert steps[step]["hook_devices"] == ["cuda:0"], step
     for step in ("offload", "lora", "model_offload"):
-        assert_all_zero(steps[step]["text_encoder"], 3)
-        assert_all_zero(steps[step]["unet"], 3)
+        assert_close_to_reference(steps[step]["text_encoder"], 3)
+        assert_close_to_reference(steps[step]["unet"], 3)
     save = steps["save"]
-    assert_all_zero(save["reloaded_text_encoder"] + save["reloaded_unet"], 2)
-    assert_all_zero(save["still_offloaded"]["text_encoder"] + save["still_offloaded"]["unet"], 6)
+    assert_close_to_reference(save["reloaded_text_encoder"] + save["reloaded_unet"], 2)
+    assert_close_to_reference(save["still_offloaded"]["text_encoder"] + save["still_offloaded"]["unet"], 6)
 
 
 @upstream
@@ -50,7 +51,7 @@ def test_gpu_sequential_offload_bnb_4bit(gpu_patched_outcomes):
     assert sorted(runs) == sorted(RUNS_4BIT)
     for run, steps in runs.items():
         try:
-            _assert_every_step_exact(steps)
+            _assert_every_step_right(steps)
         except AssertionError as e:
             raise AssertionError(f"{run}: {e}") from e
 
@@ -71,6 +72,6 @@ def test_gpu_sequential_offload_bnb_8bit(gpu_patched_outcomes):
     assert sorted(runs) == sorted(RUNS_8BIT)
     for run, steps in runs.items():
         try:
-            _assert_every_step_exact(steps)
+            _assert_every_step_right(steps)
         except AssertionError as e:
             raise AssertionError(f"{run}: {e}") from e
