@@ -1,9 +1,10 @@
 """The user flows of the demo scenarios on a CUDA GPU, where the people who hit these failures run them.
 
-NOT RUN YET: written against the CUDA branches of accelerate 1.15 and bitsandbytes 0.50.2 on a machine without a GPU
-(no GPU has been lent to this project). Each flow is run like the CPU scenarios, in a fresh interpreter per side
-(`run_scenarios(names, patched, module=__name__, cuda=True)`), and returns what it measured, the peak GPU memory
-included; tests/gpu/ asserts on both sides.
+Written against the CUDA branches of accelerate 1.15 and bitsandbytes 0.50.2 without a GPU; first run on an H100
+(torch 2.11.0+cu130, 2026-11-26) by `bash tools/gpu_check.sh`. Each flow runs like the CPU scenarios, in a fresh
+interpreter per side and flow (`run_each_apart(names, patched, module=__name__, cuda=True)`), and returns what it
+measured, the peak GPU memory included; its judge gives the verdict (`selftest --device cuda`), tests/gpu/ asserts on
+both sides.
 
 What differs on CUDA, and why these flows are not the CPU scenarios with another device string:
 - transformers and diffusers load a bitsandbytes model without a `device_map` onto GPU 0 by themselves (their
@@ -307,23 +308,44 @@ def _sequential_offload_steps(workdir, kind, device):
     return steps
 
 
+# Not fixed by the series, upstream alike (first H100 run, both sides, also without a LoRA or a save before it):
+# `enable_model_cpu_offload()` after `enable_sequential_cpu_offload()` on a bitsandbytes 8-bit pipeline; the next
+# forward reaches bitsandbytes' int8 matmul with its input on the CPU.
+MODEL_OFFLOAD_AFTER_SEQUENTIAL_8BIT_ERROR = "Expected a cuda device, but got: cpu"
+
+
 def _judge_sequential_offload(result):
     """Every step of every run: offloaded onto GPU 0 (also after the LoRA loader re-applied the hooks), and every pass,
-    reload and model-offload pass computing what the un-offloaded model computes (outputs: within the tolerance)."""
-    diffs = []
+    reload and model-offload pass computing what the un-offloaded model computes (outputs: within the tolerance). An
+    8-bit run that stops at model offloading with the upstream error above is judged on the steps before it, and the
+    figure says so."""
+    diffs, limits = [], []
     for run, steps in result["runs"].items():
-        if steps["failed_at"] is not None:
+        known_limit = (
+            run.startswith("8bit")
+            and steps["failed_at"] == "model_offload"
+            and MODEL_OFFLOAD_AFTER_SEQUENTIAL_8BIT_ERROR in steps["error"]["message"]
+        )
+        if steps["failed_at"] is not None and not known_limit:
             return _failed(f"{run} at {steps['failed_at']}", steps["error"])
         for step in ("offload", "lora"):
             placed = steps[step]["offload_device"], steps[step]["hook_devices"]
             if placed != ("cuda:0", ["cuda:0"]):
                 return WRONG, f"{run}, {step}: offload device and hook devices {placed}, expected cuda:0"
-        for step in ("offload", "lora", "model_offload"):
+        for step in ("offload", "lora") if known_limit else ("offload", "lora", "model_offload"):
             diffs += steps[step]["text_encoder"] + steps[step]["unet"]
+        if known_limit:
+            limits.append(run)
         save = steps["save"]
         diffs += save["reloaded_text_encoder"] + save["reloaded_unet"]
         diffs += save["still_offloaded"]["text_encoder"] + save["still_offloaded"]["unet"]
-    return close(diffs, what=f"max abs diff to the un-offloaded models over {len(result['runs'])} runs")
+    verdict, figure = close(diffs, what=f"max abs diff to the un-offloaded models over {len(result['runs'])} runs")
+    if limits:
+        figure += (
+            f"; then enable_model_cpu_offload() fails in {', '.join(limits)} as upstream does "
+            f'("{MODEL_OFFLOAD_AFTER_SEQUENTIAL_8BIT_ERROR}", not fixed by the series)'
+        )
+    return verdict, figure
 
 
 @gpu_scenario(

@@ -1,9 +1,10 @@
 """Reports of the same family that only a GPU reproduces: diffusers #10550, #10653, #10914.
 
-Not run yet: no GPU has been lent to this project, and no patch of the series claims these reports. The tests
-assert what users need on the patched side; upstream's side is recorded (build/gpu-scenarios-upstream.json), not
-asserted, since whether 0.42.1 still shows them is what the first GPU run will tell. A failure here is a finding
-for the series, not a regression. The tiny SD unet stands in for the reports' Flux / HunyuanVideo transformers: the
+No patch of the series claims these reports. The tests assert what users need on the patched side; upstream's side
+is recorded (build/gpu-scenarios-upstream.json), not asserted. First run on an H100 (torch 2.11.0+cu130, 2026-11-26):
+#10550 and #10653 do not reproduce on 0.42.1 (both sides right); #10914's flow fails on upstream one step earlier,
+at `pipe.to("cuda:0")` ("You cannot cast a bitsandbytes model in a new `dtype`"), and is right patched. A failure here
+is a finding for the series, not a regression. The tiny SD unet stands in for the reports' Flux / HunyuanVideo transformers: the
 same diffusers 8-bit quantizer, LoRA loader and offload code.
 """
 

@@ -1,7 +1,8 @@
 """Single-file Wan checkpoints on CUDA: keys missing (safetensors, GGUF Q8_0), and `ACCELERATE_INIT_INCLUDE_BUFFERS=1`;
 the model moved to the GPU and run there.
 
-Not run yet: no GPU has been lent to this project. Upstream fails while loading, before any GPU work.
+First run on an H100 (torch 2.11.0+cu130, 2026-11-26): as expected on both sides. Upstream fails while loading,
+before any GPU work.
 """
 
 import pytest
