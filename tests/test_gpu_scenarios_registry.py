@@ -17,3 +17,8 @@ def test_every_gpu_scenario_is_asserted_under_tests_gpu():
     assert [
         name for name in GPU_SCENARIOS if name not in sources and name.rsplit("-", 1)[0] + "-{" not in sources
     ] == []
+
+
+def test_every_gpu_scenario_has_a_judge():
+    # `selftest --device cuda` and the GPU JSON give each flow's verdict with its figure.
+    assert [name for name, scenario in GPU_SCENARIOS.items() if scenario.judge is None] == []
