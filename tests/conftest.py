@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from dataclasses import asdict
 from pathlib import Path
@@ -23,6 +24,21 @@ requires_cuda = pytest.mark.skipif(
     reason=f"needs a CUDA GPU: torch {torch.__version__} sees none (torch.cuda.is_available() is False); "
     "`make test-gpu` runs these on a machine with one",
 )
+
+
+# A directory for the whole run, shared by its processes (the tools the tests run as subprocesses inherit the
+# environment): the replay cache (tools/replays.py).
+RUN_DIR_ENV = "DIFFUSERS_PATCHED_TEST_RUN_DIR"
+
+
+def pytest_configure(config):
+    from tools import replays
+
+    if RUN_DIR_ENV not in os.environ:
+        directory = tempfile.mkdtemp(prefix="diffusers-patched-test-run-")
+        os.environ[RUN_DIR_ENV] = directory
+        os.environ.setdefault(replays.CACHE_ENV, os.path.join(directory, "replays"))
+        config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
 
 
 def run_python(code, *, patched=True, env=None, cwd=None, timeout=600):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tools import series, upstream, vendoring
+from tools import replays, series, upstream, vendoring
 from tools.git import git
 from tools.releases import backport_users, refresh_releases, release_checkout, release_plan
 
@@ -240,7 +240,10 @@ def test_exported_patches_git_am_onto_the_pristine_sdist_giving_the_vendored_fil
     assert vendor_tree(REPO_ROOT)["LICENSE"] == (fresh / "LICENSE").read_bytes()
 
 
-def test_vendor_regenerates_the_identical_tree(project):
+def test_vendor_regenerates_the_identical_tree(project, monkeypatch):
+    monkeypatch.delenv(
+        replays.CACHE_ENV
+    )  # git replays the whole series: the reproducibility proof of the replay cache
     shutil.rmtree(project.vendor_dir)
     assert vendoring.vendor(project) == SERIES
     assert vendor_tree(project.root) == vendor_tree(REPO_ROOT)
@@ -319,6 +322,8 @@ def test_patch_needing_an_offset_is_rewritten_by_edit_and_refresh(project):
     shift_hunk(project, 3, 5)
     assert "offset of -5 lines" in series_error(series.check, project)
     assert series.edit(project) == SERIES  # the remedy the message names must work
+    # The replay cache holds the commit edit made with a 3-way merge; it does not stand in for an exact application.
+    assert "offset of -5 lines" in series_error(series.check, project)
     assert series.refresh(project) == SERIES
     assert snapshot(project.root) == snapshot(REPO_ROOT)
     assert series.check(project) == SERIES
@@ -1048,3 +1053,57 @@ def test_upstream_fix_a_release_lacks_is_applied_before_the_series_and_never_exp
     (project.upstream_fixes_dir / fix).unlink()
     message = series_error(release_plan, project, version, record, SERIES)
     assert f"{version} needs upstream's fix {fix}, which is not in patches/upstream/" in message
+
+
+# The replay cache (tools/replays.py): the suite's replays come from it, so it must make the commits git makes.
+
+
+@pytest.fixture
+def git_am_runs(monkeypatch):
+    """The `git am` commands run from now on."""
+    runs = []
+    real_run = subprocess.run
+
+    def recording_run(command, **kwargs):
+        if command[:2] == ["git", "am"]:
+            runs.append(command)
+        return real_run(command, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", recording_run)
+    return runs
+
+
+def test_a_cached_replay_makes_the_commits_git_makes(project, tmp_path, monkeypatch, git_am_runs):
+    def replay(directory):
+        """HEAD of the primary's replay and of a release's with backports, and how many patches git applied."""
+        git_am_runs.clear()
+        series.scratch_checkout(project, directory / "primary")
+        release_checkout(project, directory / "primary", directory / BACKPORTED_RELEASE, BACKPORTED_RELEASE)
+        for repo in ("primary", BACKPORTED_RELEASE):
+            assert git(directory / repo, "status", "--porcelain").stdout == "", repo
+        heads = [git(directory / repo, "rev-parse", "HEAD").stdout for repo in ("primary", BACKPORTED_RELEASE)]
+        return heads, len(git_am_runs)
+
+    replay(tmp_path / "filled")  # from the cache or into it
+    cached, applied = replay(tmp_path / "cached")
+    assert applied == 0
+    monkeypatch.delenv(replays.CACHE_ENV)
+    fresh, applied = replay(tmp_path / "fresh")
+    assert applied == len(SERIES) + len(
+        release_plan(project, BACKPORTED_RELEASE, project.release_record(BACKPORTED_RELEASE), SERIES)
+    )
+    assert cached == fresh
+
+
+def test_a_replay_leaving_a_patch_out_starts_from_the_primarys_commits(project, tmp_path, git_am_runs):
+    series.scratch_checkout(project, tmp_path / "primary")
+    git_am_runs.clear()
+    left_out = series.replay_without(project, [SERIES[-2]], tmp_path / "primary", tmp_path / "without")
+    assert left_out == [SERIES[-2]]
+    assert len(git_am_runs) == 1  # the last patch, with a 3-way merge: the others are the primary's exact commits
+    assert "--3way" in git_am_runs[0]
+    assert series.commit_name(tmp_path / "without", "HEAD") == SERIES[-1]
+    assert (
+        git(tmp_path / "without", "rev-parse", "HEAD~1").stdout
+        == git(tmp_path / "primary", "rev-parse", "HEAD~2").stdout
+    )

@@ -51,3 +51,16 @@ def run_isolated(command, cwd, check=True, input=None, binary=False, env=None):
 
 def git(repo, *args, **kwargs):
     return run_isolated(["git", *args], repo, **kwargs)
+
+
+def borrow_objects(repo, other):
+    """Let `repo` read the objects of the repository `other` (a git alternate), instead of copying them: `repo` must
+    not outlive `other`."""
+    with (_objects_dir(repo) / "info" / "alternates").open("a") as alternates:
+        alternates.write(f"{_objects_dir(other).resolve()}\n")
+
+
+def _objects_dir(repo):
+    """The object directory of a repository with a working tree, or of a bare one."""
+    repo = Path(repo)
+    return repo / ".git" / "objects" if (repo / ".git").is_dir() else repo / "objects"

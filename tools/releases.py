@@ -10,7 +10,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from . import SeriesError, series, upstream, vendoring
+from . import SeriesError, replays, series, upstream, vendoring
 from .git import git
 
 
@@ -105,46 +105,64 @@ def release_plan(project, version, record, entries):
 def release_checkout(project, primary_repo, repo, version, editing=False):
     """`repo`: pristine `version` (tag `pristine`) with the series replayed as commits; returns the plan.
 
-    The primary's series commits (from `primary_repo`) are fetched as tag `primary`: the 3-way merges need their
-    blobs, and they show the maintainer what a backport is of. `editing` stops at a conflict for `refresh`.
+    The primary's series commits (from `primary_repo`) are tag `primary`: the 3-way merges need their blobs, and they
+    show the maintainer what a backport is of. `editing` stops at a conflict for `refresh`, and keeps `repo` working
+    after `primary_repo` is gone.
     """
     record = project.release_record(version)
     plan = release_plan(project, version, record, project.read_series())
-    upstream.clone_pristine(version, record["sdist_sha256"], repo, primary_repo)
-    git(repo, "tag", "primary", "FETCH_HEAD")
-    replay(project, repo, version, plan, editing)
+    upstream.clone_pristine(version, record["sdist_sha256"], repo, primary_repo, keep_primary=editing)
+    replay(project, repo, version, plan, editing, record["sdist_sha256"])
     return plan
 
 
-def replay(project, repo, version, plan, editing):
-    """Apply `plan` onto `repo`: backports exactly (unless `editing`), the series' patches with 3-way merges."""
-    for index, (name, patch, is_backport) in enumerate(plan):
-        where = patch.relative_to(project.root)
-        if is_backport and not editing:
-            remedy = f"{where} no longer applies exactly onto {version} (an earlier patch changed?). "
-            series.apply_patch(
-                repo, name, patch, three_way=False, remedy=remedy + _backport_remedy(version), offsets=True
-            )
-            continue
-        result = git(repo, "am", *series.AM_FLAGS, "--3way", str(patch), check=False)
-        if result.returncode == 0:
-            series.name_commit(repo, name)
-            continue
-        lines = [f"{where} does not replay onto {upstream.UPSTREAM} {version}:", *series.conflict_lines(repo, patch)]
-        if len(lines) == 1:
-            lines.append(result.stderr.strip())
-        if editing:
-            remaining = [[name, str(patch), is_backport] for name, patch, is_backport in plan[index + 1 :]]
-            (repo / ".git" / _EDIT_STATE).write_text(json.dumps({"current": name, "remaining": remaining}))
-            lines.append(
-                f"Resolve the conflicts in {repo} (edit, then `git add`), then run `make refresh RELEASE={version}`; "
-                f"or, if {version} does not need {name}, record why in patches/releases.json (`skipped`) and run "
-                f"`make edit RELEASE={version}` again."
-            )
-        else:
-            git(repo, "am", "--abort", check=False)
-            lines.append(f"{version} has no backport of {name}. {_backport_remedy(version)}")
-        raise SeriesError("\n".join(lines))
+def replay(project, repo, version, plan, editing, sdist_sha256=None):
+    """Apply `plan` onto `repo`: backports exactly (unless `editing`), the series' patches with 3-way merges.
+    `sdist_sha256`: `repo` is the pristine release of that sdist, so the replay may come from the cache
+    (tools/replays.py); None when `repo` holds other commits already."""
+    with replays.Replay(repo, sdist_sha256) as replayed:
+        for index, (name, patch, is_backport) in enumerate(plan):
+            if is_backport and not editing:
+                where = patch.relative_to(project.root)
+                remedy = f"{where} no longer applies exactly onto {version} (an earlier patch changed?). "
+                replayed.apply(
+                    name,
+                    patch,
+                    replays.WITH_OFFSETS,
+                    lambda: series.apply_patch(
+                        repo, name, patch, three_way=False, remedy=remedy + _backport_remedy(version), offsets=True
+                    ),
+                )
+            else:
+                replayed.apply(
+                    name, patch, replays.THREE_WAY, lambda: _merge(project, repo, version, plan, index, editing)
+                )
+
+
+def _merge(project, repo, version, plan, index, editing):
+    """`git am --3way` of step `index` of `plan`; on a conflict, an error naming the file and hunk, and with `editing`
+    the state `refresh` resumes from."""
+    name, patch, _ = plan[index]
+    result = git(repo, "am", *series.AM_FLAGS, "--3way", str(patch), check=False)
+    if result.returncode == 0:
+        series.name_commit(repo, name)
+        return
+    where = patch.relative_to(project.root)
+    lines = [f"{where} does not replay onto {upstream.UPSTREAM} {version}:", *series.conflict_lines(repo, patch)]
+    if len(lines) == 1:
+        lines.append(result.stderr.strip())
+    if editing:
+        remaining = [[name, str(patch), is_backport] for name, patch, is_backport in plan[index + 1 :]]
+        (repo / ".git" / _EDIT_STATE).write_text(json.dumps({"current": name, "remaining": remaining}))
+        lines.append(
+            f"Resolve the conflicts in {repo} (edit, then `git add`), then run `make refresh RELEASE={version}`; "
+            f"or, if {version} does not need {name}, record why in patches/releases.json (`skipped`) and run "
+            f"`make edit RELEASE={version}` again."
+        )
+    else:
+        git(repo, "am", "--abort", check=False)
+        lines.append(f"{version} has no backport of {name}. {_backport_remedy(version)}")
+    raise SeriesError("\n".join(lines))
 
 
 def replays_cleanly(repo, commit, patch, three_way=True):

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import SeriesError, releases, upstream, vendoring
+from . import SeriesError, releases, replays, upstream, vendoring
 from .git import git, run_isolated
 
 
@@ -198,10 +198,14 @@ def _hunk_containing(hunks, line):
     return f"at line {line}"
 
 
-def apply_series(project, repo, entries, three_way=False):
-    """`git am` each patch in order onto `repo`, with zero fuzz and zero offset unless `three_way`."""
-    for name in entries:
-        apply_patch(repo, name, project.patches_dir / name, three_way)
+def apply_series(project, repo, entries, sdist_sha256, three_way=False):
+    """`git am` each patch in order onto `repo`, a fresh clone of the pristine sdist whose sha256 is `sdist_sha256`,
+    with zero fuzz and zero offset unless `three_way`; through the replay cache (tools/replays.py)."""
+    how = replays.THREE_WAY if three_way else replays.EXACTLY
+    with replays.Replay(repo, sdist_sha256) as replayed:
+        for name in entries:
+            patch = project.patches_dir / name
+            replayed.apply(name, patch, how, lambda: apply_patch(repo, name, patch, three_way))
 
 
 def apply_patch(repo, name, patch, three_way, remedy=_PRIMARY_REMEDY, offsets=False):
@@ -233,25 +237,28 @@ def scratch_checkout(project, dest, base=None, three_way=False):
     base = base or project.read_base()
     entries = project.read_series()
     upstream.clone_pristine(base["version"], base["sdist_sha256"], dest)
-    apply_series(project, dest, entries, three_way)
+    apply_series(project, dest, entries, base["sdist_sha256"], three_way)
     return entries
 
 
 def replay_without(project, removed, primary, dest):
     """`dest`: a clone of the pristine base with the series less the patches `removed` applied as commits, each with a
-    3-way merge (the blobs it needs fetched from `primary`, a `scratch_checkout`). A later patch that no longer applies
-    without them is left out too. Returns the names left out, in series order."""
+    3-way merge (the blobs it needs borrowed from `primary`, a `scratch_checkout`). A later patch that no longer
+    applies without them is left out too. Returns the names left out, in series order. With the replay cache, the
+    patches before the first one removed are the primary's commits (tools/replays.py)."""
     base = project.read_base()
     upstream.clone_pristine(base["version"], base["sdist_sha256"], dest, primary)
     left_out = []
-    for name in project.read_series():
-        if name in removed:
-            left_out.append(name)
-            continue
-        try:
-            apply_patch(dest, name, project.patches_dir / name, three_way=True)
-        except SeriesError:
-            left_out.append(name)
+    with replays.Replay(dest, base["sdist_sha256"]) as replayed:
+        for name in project.read_series():
+            patch = project.patches_dir / name
+            if name in removed:
+                left_out.append(name)
+                continue
+            try:
+                replayed.apply(name, patch, replays.THREE_WAY, lambda: apply_patch(dest, name, patch, three_way=True))
+            except SeriesError:
+                left_out.append(name)
     return left_out
 
 

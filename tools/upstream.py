@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from . import SeriesError
-from .git import git
+from .git import borrow_objects, git
 
 
 UPSTREAM = "diffusers"
@@ -88,13 +88,19 @@ def extract_sdist(sdist, prefix, dest):
         tar.extractall(dest, members=members, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
 
 
-def clone_pristine(version, sdist_sha256, dest, primary=None):
+def clone_pristine(version, sdist_sha256, dest, primary=None, keep_primary=False):
     """`dest`: a fresh clone of pristine `version` (tag `pristine`). `primary`: a repository whose HEAD (the series
-    as written) is fetched too, for the blobs that 3-way merges of the series' patches need."""
+    as written) is tag `primary` too, for the blobs that 3-way merges of the series' patches need. Its objects are
+    borrowed (a git alternate), so `dest` must not outlive `primary`; `keep_primary` fetches them instead (for another
+    release, that is its whole tree: seconds)."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     git(dest.parent, "clone", "--quiet", "--shared", str(pristine_repo(version, sdist_sha256)), str(dest))
     git(dest, "tag", "pristine")
-    if primary is not None:
+    if primary is not None and keep_primary:
         git(dest, "fetch", "--quiet", "--no-tags", str(primary), "HEAD")
+        git(dest, "tag", "primary", "FETCH_HEAD")
+    elif primary is not None:
+        borrow_objects(dest, primary)
+        git(dest, "tag", "primary", git(primary, "rev-parse", "HEAD").stdout.strip())
