@@ -43,8 +43,9 @@ def _digest(*parts):
 
 class Replay:
     """Patches applied as commits onto `repo`, a fresh clone of the pristine sdist whose sha256 is `sdist_sha256`
-    (tag `pristine`), through the cache if there is one. `sdist_sha256=None`: `repo` holds other commits already (a
-    replay resumed after a conflict was resolved by hand), so nothing is looked up or kept.
+    (tag `pristine`, not checked out yet: `upstream.clone_pristine`), through the cache if there is one.
+    `sdist_sha256=None`: `repo` holds other commits already (a replay resumed after a conflict was resolved by hand),
+    so nothing is looked up or kept.
 
     Use as a context manager: on leaving, `repo` is at the last commit, applied or cached, and what was applied is
     kept in the cache (also when a patch failed: the commits before it).
@@ -58,7 +59,8 @@ class Replay:
             self.store = _store(Path(root), sdist_sha256, self.repo)
             borrow_objects(self.repo, self.store)
             self.key = _digest("diffusers-patched replay", _git_version(), sdist_sha256)
-        self.cached = None  # a cached commit `repo` is not at yet
+        # The commit to check out before the next patch is applied, or on leaving: pristine, or a cached commit.
+        self.pending = None if sdist_sha256 is None else "pristine"
         self.applied = 0  # commits on top of pristine, applied or cached
         self.made = []  # (number of the commit, key, how) of those applied here
 
@@ -66,7 +68,7 @@ class Replay:
         return self
 
     def __exit__(self, *exc_info):
-        self._check_out_cached()
+        self._check_out_pending()
         if self.made:
             _keep(self.store, self.repo, self.made)
 
@@ -74,6 +76,7 @@ class Replay:
         """`apply()` applies `patch` (named `name`) onto `repo` `how` (EXACTLY, WITH_OFFSETS or THREE_WAY) as a commit,
         or raises; unless the cache holds the commit it makes."""
         if self.store is None:
+            self._check_out_pending()
             apply()
             return
         key = _digest(self.key, name, hashlib.sha256(Path(patch).read_bytes()).hexdigest())
@@ -81,19 +84,19 @@ class Replay:
         if entry.exists():
             commit, made_how = entry.read_text().split()
             if _STRICTNESS[made_how] <= _STRICTNESS[how]:
-                self.cached, self.key = commit, key
+                self.pending, self.key = commit, key
                 self.applied += 1
                 return
-        self._check_out_cached()
+        self._check_out_pending()
         apply()
         self.key = key
         self.applied += 1
         self.made.append((self.applied, key, how))
 
-    def _check_out_cached(self):
-        if self.cached is not None:
-            git(self.repo, "reset", "--quiet", "--hard", self.cached)
-            self.cached = None
+    def _check_out_pending(self):
+        if self.pending is not None:
+            git(self.repo, "reset", "--quiet", "--hard", self.pending)
+            self.pending = None
 
 
 def _store(root, sdist_sha256, repo):

@@ -89,14 +89,23 @@ def extract_sdist(sdist, prefix, dest):
 
 
 def clone_pristine(version, sdist_sha256, dest, primary=None, keep_primary=False):
-    """`dest`: a fresh clone of pristine `version` (tag `pristine`). `primary`: a repository whose HEAD (the series
-    as written) is tag `primary` too, for the blobs that 3-way merges of the series' patches need. Its objects are
-    borrowed (a git alternate), so `dest` must not outlive `primary`; `keep_primary` fetches them instead (for another
-    release, that is its whole tree: seconds)."""
+    """`dest`: a fresh clone of pristine `version` (tag `pristine`), not checked out yet: the replay onto it
+    (tools/replays.py) checks out pristine, or the cached commit it starts from. `primary`: a repository whose HEAD
+    (the series as written) is tag `primary` too, for the blobs that 3-way merges of the series' patches need. Its
+    objects are borrowed (a git alternate), so `dest` must not outlive `primary`; `keep_primary` fetches them instead
+    (for another release, that is its whole tree: seconds)."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    git(dest.parent, "clone", "--quiet", "--shared", str(pristine_repo(version, sdist_sha256)), str(dest))
+    git(
+        dest.parent,
+        "clone",
+        "--quiet",
+        "--shared",
+        "--no-checkout",
+        str(pristine_repo(version, sdist_sha256)),
+        str(dest),
+    )
     git(dest, "tag", "pristine")
     if primary is not None and keep_primary:
         git(dest, "fetch", "--quiet", "--no-tags", str(primary), "HEAD")
