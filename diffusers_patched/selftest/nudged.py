@@ -16,6 +16,13 @@ from .tiny_pipelines import offload_diff
 NUDGED_SCENARIOS = {}
 
 
+def _nudged_group_offload(pipeline, modes):
+    def run(workdir):
+        return {"diffs": [offload_diff(pipeline, mode, nudge_reference=True) for mode in modes]}
+
+    return run
+
+
 for _pipeline, _modes in [("glm-image", ("group-leaf",)), ("hunyuan-dit", ("group-leaf", "group-block"))]:
     scenario(
         f"group-offload-{_pipeline} to disk, nudged reference",
@@ -25,11 +32,7 @@ for _pipeline, _modes in [("glm-image", ("group-leaf",)), ("hunyuan-dit", ("grou
         text="max abs diff to the nudged un-offloaded output per level {diffs}",
         judge=lambda result: close(result["diffs"], what="max abs diff to the nudged un-offloaded output"),
         registry=NUDGED_SCENARIOS,
-    )(
-        lambda workdir, pipeline=_pipeline, modes=_modes: {
-            "diffs": [offload_diff(pipeline, mode, nudge_reference=True) for mode in modes]
-        }
-    )
+    )(_nudged_group_offload(_pipeline, _modes))
 
 
 def _judge_ltx_video_nudged(result):
@@ -39,7 +42,9 @@ def _judge_ltx_video_nudged(result):
     # The positive control: the constructor's 1000.0 zero-filled, as a load that fills missing weights with zeros
     # gives it, must still read wrong against the nudged reference.
     control, control_figure = close([result["zero_multiplier_video_diff"]], what="with the multiplier zero-filled")
-    return (verdict, f"{figure}; {control_figure}") if control == WRONG else (WRONG, control_figure)
+    if control != WRONG:
+        return WRONG, control_figure
+    return verdict, f"{figure}; {control_figure}"
 
 
 @scenario(
