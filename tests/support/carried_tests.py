@@ -51,3 +51,9 @@ def passed_tests(stdout):
     SUBFAILED: it did not pass."""
     passed = set(re.findall(r"^PASSED (\S+)", stdout, re.MULTILINE))
     return passed - set(re.findall(r"^SUBFAILED\(.*?\) (\S+)", stdout, re.MULTILINE))
+
+
+def failed_tests(stdout):
+    """The node ids pytest reported failed or in error (`-rA`), a test whose subtests failed included; a module that
+    did not import is reported by its path."""
+    return set(re.findall(r"^(?:FAILED|ERROR|SUBFAILED\(.*?\)) (\S+)", stdout, re.MULTILINE))
