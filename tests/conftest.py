@@ -1,3 +1,4 @@
+import fcntl
 import json
 import os
 import shutil
@@ -5,6 +6,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 import torch
 
 from diffusers_patched.selftest.gpu_scenarios import GPU_SCENARIOS
-from diffusers_patched.selftest.scenarios import SCENARIOS, run_each_apart, run_scenarios
+from diffusers_patched.selftest.scenarios import SCENARIOS, Outcome, run_each_apart, run_scenarios
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -26,19 +28,38 @@ requires_cuda = pytest.mark.skipif(
 )
 
 
-# A directory for the whole run, shared by its processes (the tools the tests run as subprocesses inherit the
-# environment): the replay cache (tools/replays.py).
+# A directory for the whole run, shared by its processes (xdist's workers inherit the environment, and so do the
+# tools the tests run as subprocesses): the replay cache (tools/replays.py), and what several tests read and the
+# first of them makes (`shared`).
 RUN_DIR_ENV = "DIFFUSERS_PATCHED_TEST_RUN_DIR"
 
 
 def pytest_configure(config):
     from tools import replays
 
+    # The run does two things at a time (two xdist workers, the two sides of the scenarios): every interpreter it
+    # starts computes on one thread, as torch would otherwise start one per core in each.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     if RUN_DIR_ENV not in os.environ:
         directory = tempfile.mkdtemp(prefix="diffusers-patched-test-run-")
         os.environ[RUN_DIR_ENV] = directory
         os.environ.setdefault(replays.CACHE_ENV, os.path.join(directory, "replays"))
         config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
+
+
+def shared(name, make):
+    """A directory of the run that `make(directory)` fills, once: the first process that needs it makes it, one that
+    needs it meanwhile waits for it."""
+    directory = Path(os.environ[RUN_DIR_ENV]) / name
+    with open(f"{directory}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not directory.exists():
+            partial = directory.with_name(f"{name}.partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir()
+            make(partial)
+            partial.rename(directory)
+    return directory
 
 
 def run_python(code, *, patched=True, env=None, cwd=None, timeout=600):
@@ -75,26 +96,44 @@ def project(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def dist(tmp_path_factory):
-    """`make wheels` into a scratch dist/ (tests/test_releases.py, tests/test_publish.py)."""
+def dist():
+    """`make wheels` into a scratch dist/, once per run (tests/test_releases.py, tests/test_publish.py,
+    tests/test_stacks.py)."""
     from tools import series, wheels
 
-    out = tmp_path_factory.mktemp("dist")
-    wheels.build_wheels(series.Project(REPO_ROOT), out)
-    return out
+    return shared("dist", lambda out: wheels.build_wheels(series.Project(REPO_ROOT), out))
 
 
-# One interpreter per side runs every scenario; a session that only asks for one side (`make test-fast`) runs only it.
+def _scenario_outcomes(session, side):
+    """Every registered scenario on `side`, once per run: `{name: Outcome}`. One interpreter per side; when the run
+    asks for both sides (not `make test-fast`), both run at the same time."""
+    sides = [
+        other
+        for other in ("upstream", "patched")
+        if other == side or any(f"{other}_outcomes" in item.fixturenames for item in session.items)
+    ]
+
+    def run(directory):
+        with ThreadPoolExecutor(max_workers=len(sides)) as pool:
+            runs = {other: pool.submit(run_scenarios, list(SCENARIOS), patched=other == "patched") for other in sides}
+            for other, outcomes in runs.items():
+                report = {name: asdict(outcome) for name, outcome in outcomes.result().items()}
+                (directory / f"{other}.json").write_text(json.dumps(report))
+
+    path = shared(f"scenarios-{'-'.join(sides)}", run) / f"{side}.json"
+    return {name: Outcome(**outcome) for name, outcome in json.loads(path.read_text()).items()}
+
+
 @pytest.fixture(scope="session")
-def upstream_outcomes():
+def upstream_outcomes(request):
     """Every registered scenario, run on upstream (DIFFUSERS_PATCHED=0): `{name: Outcome}`."""
-    return run_scenarios(list(SCENARIOS), patched=False)
+    return _scenario_outcomes(request.session, "upstream")
 
 
 @pytest.fixture(scope="session")
-def patched_outcomes():
+def patched_outcomes(request):
     """Every registered scenario, run with the patches: `{name: Outcome}`."""
-    return run_scenarios(list(SCENARIOS), patched=True)
+    return _scenario_outcomes(request.session, "patched")
 
 
 def _gpu_outcomes(patched):
@@ -129,15 +168,38 @@ def gpu_patched_outcomes():
     return _gpu_outcomes(patched=True)
 
 
+# With `pytest -n 2 --dist loadgroup` (pytest-xdist; `make test`), the tests of a module whose fixtures make something
+# for several of its tests (each release's scenario runs and site, the interpreters test_activation inspects, a clone
+# with its wheels rebuilt) run on one worker together; xdist hands out such groups first, largest first, then the
+# other tests one by one to whichever worker is free.
+_MODULES_TOGETHER = ("test_releases.py", "test_activation.py", "test_publish.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in _MODULES_TOGETHER:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+# The test files that reported a result in this process: with pytest-xdist, its controller receives every worker's.
+_REPORTED_FILES = set()
+
+
+def pytest_runtest_logreport(report):
+    _REPORTED_FILES.add(report.nodeid.split("::", 1)[0])
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Record the commit on which every per-release check (tests/test_releases.py) passed, unselected by nothing and
-    with nothing uncommitted: `make publish` uploads only a commit so checked (tools/publish.py)."""
+    with nothing uncommitted: `make publish` uploads only a commit so checked (tools/publish.py). With pytest-xdist,
+    only the controller, which knows how the whole run went, records it."""
     from tools import publish
     from tools.git import git
 
     options = session.config.option
-    ran_releases = any(item.path.name == "test_releases.py" for item in session.items)
-    if exitstatus != 0 or not ran_releases or options.keyword or options.markexpr or options.deselect:
+    ran_releases = "tests/test_releases.py" in _REPORTED_FILES
+    is_worker = hasattr(session.config, "workerinput")
+    if is_worker or exitstatus != 0 or not ran_releases or options.keyword or options.markexpr or options.deselect:
         return
     if git(REPO_ROOT, "status", "--porcelain", "--untracked-files=no").stdout.strip():
         return

@@ -33,15 +33,11 @@ def test_the_primary_declares_its_verified_ranges_in_pyproject():
     assert wheels.with_verified_ranges(pyproject, PROJECT.read_base()["version"]) == pyproject
 
 
-def test_each_wheel_requires_its_release_verified_ranges(tmp_path):
-    """Each release's wheel metadata (its vendored tree stubbed: only the metadata is looked at) requires exactly its
-    floor stack's lower bounds, the `lora` extra included."""
+def test_each_wheel_requires_its_release_verified_ranges(dist):
+    """Each release's wheel metadata requires exactly its floor stack's lower bounds, the `lora` extra included."""
     for version in PROJECT.supported_releases():
         build = f"{version}.post{POST}"
-        wheel = wheels.build_wheel(
-            PROJECT, version, tmp_path, vendor={"__init__.py": f'VERSION = "{build}"\n'.encode()}
-        )
-        with zipfile.ZipFile(wheel) as archive:
+        with zipfile.ZipFile(dist / f"diffusers_patched-{build}-py3-none-any.whl") as archive:
             metadata = archive.read(f"diffusers_patched-{build}.dist-info/METADATA").decode()
         found = {}
         for line in re.findall(r"^Requires-Dist: (.*)$", metadata, re.MULTILINE):
