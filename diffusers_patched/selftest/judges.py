@@ -16,8 +16,8 @@ import math
 # stopped with an error that names the problem and the remedy, where that is the right outcome), FAILS (it raised).
 RIGHT, WRONG, REFUSED, FAILS = "right", "wrong", "refused", "fails"
 
-# Upstream's: its offload tests compare offloaded with un-offloaded outputs at atol=1e-5, and its tests' helper
-# `assert_tensors_close` defaults to atol=rtol=1e-5. The tiny models' outputs are of order one (0.2 to 3.2), where
+# The max abs diff of an output to its reference's that is float32 rounding. Upstream's: its offload tests compare at
+# atol=1e-5, and its tests' helper `assert_tensors_close` defaults to atol=rtol=1e-5. The tiny models' outputs are of order one (0.2 to 3.2), where
 # float32 rounding on another kernel path moves them by a few 1e-7 to a few 1e-6 (a reference with every weight one
 # ulp off: 2.4e-06 for GLM-Image, 2.6e-06 for the LTX video); outputs larger than one are judged relative to their
 # magnitude (`scale`).
