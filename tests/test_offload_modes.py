@@ -1,4 +1,4 @@
-"""Every offload mode of the pipelines whose offload tests upstream skips, on both sides: the README's table is what
+"""Every offload mode of the pipelines whose offload tests upstream skips, on both sides: docs/offloading.md's table is what
 this measures (diffusers_patched/selftest/offload_modes.py)."""
 
 import re
@@ -21,7 +21,7 @@ def verdict_cell(outcome, name):
 
 def without_figures(table):
     """The table with its max abs diffs left out: they are float32 rounding, which differs from one machine to the next
-    (the README's are those of the machine it was measured on); the verdicts and the tolerance do not."""
+    (the doc's are those of the machine it was measured on); the verdicts and the tolerance do not."""
     return re.sub(r"max abs diff \S+", "max abs diff ...", table)
 
 
@@ -49,4 +49,4 @@ def test_every_offload_mode_is_right_patched_and_the_readme_table_is_measured():
     assert {name: verdict for name, verdict in verdicts.items() if verdict[0] != RIGHT} == {}
     assert figures_off_the_margin(upstream) == figures_off_the_margin(patched) == {}
     table = offload_table(upstream, patched)
-    assert without_figures(table) in without_figures((REPO_ROOT / "README.md").read_text()), table
+    assert without_figures(table) in without_figures((REPO_ROOT / "docs" / "offloading.md").read_text()), table
