@@ -38,3 +38,27 @@ def test_status_names_it():
         [sys.executable, "-m", "diffusers_patched", "status"], capture_output=True, text=True, check=True
     )
     assert "`python -m diffusers_patched selftest`" in status.stdout
+
+
+def test_a_flow_its_release_expects_otherwise_is_not_covered(monkeypatch):
+    """A build for a release whose checks expect a scenario to end otherwise (patches/releases.json `scenarios`, in
+    the build's manifest) reports that flow as not covered, with the reason, instead of failing the image."""
+    from diffusers_patched import _vendor
+    from diffusers_patched.selftest import command
+    from tests.conftest import REPO_ROOT
+    from tools import vendoring
+    from tools.series import Project
+
+    record = Project(REPO_ROOT).release_record("0.40.0")
+    manifest = vendoring.render_manifest(record, {}, [], [], 2)
+    expected = {}
+    exec(manifest, expected)
+    reason = expected["SCENARIOS_EXPECTED_OTHERWISE"]["group-offload-hunyuan-dit"]["patched"]
+    assert "cannot run without an accelerator" in reason
+
+    monkeypatch.setattr(_vendor, "SCENARIOS_EXPECTED_OTHERWISE", expected["SCENARIOS_EXPECTED_OTHERWISE"])
+    (flow,) = [flow for flow in command.CPU_FLOWS if flow.scenario == "group-offload-hunyuan-dit"]
+    assert reason in command.uncovered(flow)
+    monkeypatch.undo()
+    # The primary's build covers every flow.
+    assert [flow.scenario for flow in command.CPU_FLOWS + command.CUDA_FLOWS if command.uncovered(flow)] == []

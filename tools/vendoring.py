@@ -41,6 +41,8 @@ def render_manifest(record, files, patches, supported, post):
         f"MODULES = {pprint.pformat(modules, width=110)}\n"
         f"PATCHES = {pprint.pformat(patches, width=110, sort_dicts=False)}\n"
         f"SKIPPED = {pprint.pformat(record['skipped'], width=110)}\n"
+        # The scenarios this release's checks expect to end otherwise, and why: `selftest` says so instead of failing.
+        f"SCENARIOS_EXPECTED_OTHERWISE = {pprint.pformat(record.get('scenarios', {}), width=110)}\n"
     )
 
 

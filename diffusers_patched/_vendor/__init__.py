@@ -337,3 +337,4 @@ PATCHES = [{'file': 'pipelines-detect-bitsandbytes-in-load-sub-model.patch',
   'applied_upstream': None,
   'backport': False}]
 SKIPPED = {}
+SCENARIOS_EXPECTED_OTHERWISE = {}

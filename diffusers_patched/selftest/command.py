@@ -77,8 +77,13 @@ def registry(module):
 
 
 def uncovered(flow):
-    """Why this build does not carry the fix `flow` checks, or None: a release the fix's patch is skipped on."""
+    """Why this build does not carry the fix `flow` checks, or None: a release the fix's patch is skipped on, or whose
+    checks expect the flow to end otherwise (a pipeline the release lacks, group offloading that needs an
+    accelerator)."""
     patch = registry(flow.module)[flow.scenario].patch
+    expected = _vendor.SCENARIOS_EXPECTED_OTHERWISE.get(flow.scenario, {}).get("patched")
+    if expected is not None:
+        return f"not on diffusers {_vendor.UPSTREAM_VERSION}: {expected}"
     if patch in _vendor.SKIPPED:
         return f"not needed on diffusers {_vendor.UPSTREAM_VERSION}: {_vendor.SKIPPED[patch]}"
     if patch not in {entry["file"] for entry in _vendor.PATCHES}:
