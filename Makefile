@@ -42,11 +42,11 @@ wheels: $(STAMP)
 	$(CLI) wheels --out dist $(if $(RELEASE),--release $(RELEASE))
 
 # The GPU tests (tests/gpu/, marker `gpu`) are skipped without a CUDA device; -rs prints how many, and why. The suite
-# runs `make check-patches` itself (tests/test_series.py), on TEST_WORKERS pytest-xdist workers (the groups in
-# tests/conftest.py); each interpreter it starts computes on one thread.
+# runs `make check-patches` itself (tests/test_series.py), on TEST_WORKERS pytest-xdist workers, a test file at a time,
+# the longest first (tests/conftest.py); each interpreter it starts computes on one thread.
 TEST_WORKERS ?= 2
 test: install lint
-	$(PYTHON) -m pytest -rs -n $(TEST_WORKERS) --dist loadgroup tests
+	$(PYTHON) -m pytest -rs -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 # The release check: every supported release on its floor and newest dependency stacks (constraints/), both sides,
 # against the verified one; the release x stack table also goes to build/stacks.md. RELEASE=X.Y.Z: only that release.

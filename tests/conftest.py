@@ -168,17 +168,25 @@ def gpu_patched_outcomes():
     return _gpu_outcomes(patched=True)
 
 
-# With `pytest -n 2 --dist loadgroup` (pytest-xdist; `make test`), the tests of a module whose fixtures make something
-# for several of its tests (each release's scenario runs and site, the interpreters test_activation inspects, a clone
-# with its wheels rebuilt) run on one worker together; xdist hands out such groups first, largest first, then the
-# other tests one by one to whichever worker is free.
-_MODULES_TOGETHER = ("test_releases.py", "test_activation.py", "test_publish.py")
+# `make test` runs the suite on two pytest-xdist workers, a test file at a time to whichever worker is free
+# (`--dist loadfile --no-loadscope-reorder`: a file's fixtures serve its tests), in this order: the longest files
+# first (`--durations`), so that the last to finish is a short one.
+_LONGEST_FIRST = (
+    "test_releases.py",
+    "test_series.py",
+    "test_each_fix_is_necessary.py",
+    "test_demo_scenarios.py",
+    "test_activation.py",
+    "test_offload_modes.py",
+    "test_gpu_check.py",
+    "test_without_avx512bf16.py",
+    "test_publish.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.path.name in _MODULES_TOGETHER:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    rank = {name: number for number, name in enumerate(_LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 # The test files that reported a result in this process: with pytest-xdist, its controller receives every worker's.

@@ -1095,7 +1095,8 @@ def test_a_cached_replay_makes_the_commits_git_makes(project, tmp_path, monkeypa
     assert cached == fresh
 
 
-def test_a_replay_leaving_a_patch_out_starts_from_the_primarys_commits(project, tmp_path, git_am_runs):
+def test_a_replay_leaving_a_patch_out_starts_from_the_primarys_commits(project, tmp_path, monkeypatch, git_am_runs):
+    monkeypatch.setenv(replays.CACHE_ENV, str(tmp_path / "cache"))  # holding no replay without a patch yet
     series.scratch_checkout(project, tmp_path / "primary")
     git_am_runs.clear()
     left_out = series.replay_without(project, [SERIES[-2]], tmp_path / "primary", tmp_path / "without")
