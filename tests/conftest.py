@@ -104,6 +104,23 @@ def dist():
     return shared("dist", lambda out: wheels.build_wheels(series.Project(REPO_ROOT), out))
 
 
+@pytest.fixture(scope="session")
+def sites(dist):
+    """{release: a directory with that release's diffusers, stack pins and wheel of the run} for every supported
+    release but the primary (tools/wheels.py `release_site`; tests/test_releases.py,
+    tests/test_release_carried_tests.py)."""
+    from tools import series, wheels
+
+    project = series.Project(REPO_ROOT)
+    post = project.read_releases()["post"]
+    return {
+        version: wheels.release_site(
+            project, version, dist / f"diffusers_patched-{version}.post{post}-py3-none-any.whl"
+        )
+        for version in project.supported_releases()[1:]
+    }
+
+
 def _scenario_outcomes(session, side):
     """Every registered scenario on `side`, once per run: `{name: Outcome}`. One interpreter per side; when the run
     asks for both sides (not `make test-fast`), both run at the same time."""
@@ -174,13 +191,16 @@ def gpu_patched_outcomes():
 _LONGEST_FIRST = (
     "test_releases.py",
     "test_series.py",
-    "test_each_fix_is_necessary.py",
-    "test_demo_scenarios.py",
-    "test_activation.py",
-    "test_offload_modes.py",
+    "test_release_carried_tests.py",
     "test_gpu_check.py",
-    "test_without_avx512bf16.py",
+    "test_each_fix_is_necessary.py",
     "test_publish.py",
+    "test_patches_ship_their_upstream_tests.py",
+    "test_activation.py",
+    "test_demo_scenarios.py",
+    "test_offload_modes.py",
+    "test_without_avx512bf16.py",
+    "test_upstream_prs.py",
 )
 
 
@@ -198,14 +218,14 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Record the commit on which every per-release check (tests/test_releases.py) passed, unselected by nothing and
-    with nothing uncommitted: `make publish` uploads only a commit so checked (tools/publish.py). With pytest-xdist,
-    only the controller, which knows how the whole run went, records it."""
+    """Record the commit on which every per-release check (tests/test_releases.py, tests/test_release_carried_tests.py)
+    passed, unselected by nothing and with nothing uncommitted: `make publish` uploads only a commit so checked
+    (tools/publish.py). With pytest-xdist, only the controller, which knows how the whole run went, records it."""
     from tools import publish
     from tools.git import git
 
     options = session.config.option
-    ran_releases = "tests/test_releases.py" in _REPORTED_FILES
+    ran_releases = {"tests/test_releases.py", "tests/test_release_carried_tests.py"} <= _REPORTED_FILES
     is_worker = hasattr(session.config, "workerinput")
     if is_worker or exitstatus != 0 or not ran_releases or options.keyword or options.markexpr or options.deselect:
         return

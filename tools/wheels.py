@@ -183,5 +183,10 @@ def release_site(project, version, wheel=None):
             )  # fmt: skip
             if result.returncode != 0:
                 raise series.SeriesError(f"installing diffusers {version} into {staging} failed:\n{result.stderr}")
-            staging.rename(site)
+            try:
+                staging.rename(site)
+            except OSError:  # another process made it first (the same wheels: the same directory)
+                shutil.rmtree(staging)
+                if not site.exists():
+                    raise
     return site
