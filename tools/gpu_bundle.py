@@ -10,7 +10,6 @@ sha256; gpu_check.sh verifies it before installing.
 """
 
 import argparse
-import hashlib
 import re
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from . import series, vendoring, wheels
+from . import series, upstream, vendoring, wheels
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,10 +69,6 @@ def reduce_bitsandbytes(wheel):
     return sorted(dropped)
 
 
-def sha256_of(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def build_bundle(out, python_version):
     """`out`: the primary's diffusers-patched wheel, the other wheels and `MANIFEST`; returns the manifest's text."""
     project = series.Project(ROOT)
@@ -91,7 +86,7 @@ def build_bundle(out, python_version):
                 shutil.move(wheel, out / wheel.name)
     (bnb,) = out.glob("bitsandbytes-*.whl")
     reduce_bitsandbytes(bnb)
-    manifest = "".join(f"{sha256_of(path)}  {path.name}\n" for path in sorted(out.glob("*.whl")))
+    manifest = "".join(f"{upstream.sha256_of(path)}  {path.name}\n" for path in sorted(out.glob("*.whl")))
     (out / "MANIFEST").write_text(manifest)
     return manifest
 

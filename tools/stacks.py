@@ -26,7 +26,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from diffusers_patched.selftest.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
+from diffusers_patched.selftest.judges import holds
+from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
 from tests.conftest import run_python
 from tests.support.carried_tests import passed_tests, run_carried_tests, write_carried_tests
 from tools import series, upstream, wheels
@@ -120,7 +121,7 @@ def run_side(project, version, pythonpath, carried_dir, side):
 
 def passing(side_result):
     """What passes on a side: the scenarios judged right or refused, and the carried tests that passed."""
-    scenarios = {name for name, verdict in side_result["scenarios"].items() if verdict in (RIGHT, REFUSED)}
+    scenarios = {name for name, verdict in side_result["scenarios"].items() if holds(verdict)}
     return scenarios | set(side_result["carried"])
 
 
@@ -136,7 +137,7 @@ def cell(verified, result):
     counts = []
     for side in SIDES:
         scenarios = result[side]["scenarios"]
-        good = sum(verdict in (RIGHT, REFUSED) for verdict in scenarios.values())
+        good = sum(holds(verdict) for verdict in scenarios.values())
         counts.append(f"{side} {good}/{len(scenarios)} scenarios, {len(result[side]['carried'])} carried tests")
     text = "; ".join(counts)
     lost = regressions(verified, result) if verified is not result else []

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import _vendor, activation
-from .judges import REFUSED, RIGHT
+from .judges import holds
 
 
 CPU_SCENARIOS = "diffusers_patched.selftest.scenarios"
@@ -114,10 +114,6 @@ def run_side(flows, patched, log_dir):
     }
 
 
-def holds(verdict):
-    return verdict in (RIGHT, REFUSED)
-
-
 def table(rows, upstream):
     header = ["flow", "device", "diffusers-patched"] + (["upstream"] if upstream else [])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -182,7 +178,8 @@ def selftest(device=None, upstream=False, json_path=None, log_dir=None):
         )
         return 2
     flows = CUDA_FLOWS if device == "cuda" else CPU_FLOWS
-    covered = [flow for flow in flows if uncovered(flow) is None]
+    reasons = {flow: uncovered(flow) for flow in flows}
+    covered = [flow for flow in flows if reasons[flow] is None]
     if log_dir is not None:
         Path(log_dir).mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -191,7 +188,7 @@ def selftest(device=None, upstream=False, json_path=None, log_dir=None):
         patched_results, *upstream_results = pool.map(lambda patched: run_side(covered, patched, log_dir), sides)
     rows = []
     for flow in flows:
-        reason = uncovered(flow)
+        reason = reasons[flow]
         row = {"family": flow.family, "scenario": flow.scenario, "device": flow.device}
         for side, results in (("patched", patched_results), ("upstream", upstream_results[0] if upstream else None)):
             if results is None:

@@ -16,6 +16,12 @@ import math
 # stopped with an error that names the problem and the remedy, where that is the right outcome), FAILS (it raised).
 RIGHT, WRONG, REFUSED, FAILS = "right", "wrong", "refused", "fails"
 
+
+def holds(verdict):
+    """Whether a patched side's verdict shows its fix holding: right, or refused where refusing is the right outcome."""
+    return verdict in (RIGHT, REFUSED)
+
+
 # The max abs diff of an output to its reference's that is float32 rounding. Upstream's: its offload tests compare at
 # atol=1e-5, and its tests' helper `assert_tensors_close` defaults to atol=rtol=1e-5. The tiny models' outputs are of order one (0.2 to 3.2), where
 # float32 rounding on another kernel path moves them by a few 1e-7 to a few 1e-6 (a reference with every weight one
