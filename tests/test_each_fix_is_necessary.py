@@ -26,16 +26,25 @@ for _name, _scenario in SCENARIOS.items():
 LEFT_OUT_TOGETHER = {
     "bnb-4bit-quant-state-survives-offload-hooks.patch": ["refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"],
     "from-pretrained-materializes-missing-weights.patch": ["local-strict-load-default-from-environment.patch"],
-    "group-offload-keeps-what-models-read-outside-forward.patch": ["group-offload-to-disk-keeps-tied-weights.patch"],
+    "group-offload-keeps-what-models-read-outside-forward.patch": [
+        "group-offload-to-disk-keeps-tied-weights.patch",
+        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+    ],
+    "group-offload-onloads-modules-outside-blocks-called-directly.patch": [
+        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch"
+    ],
     "group-offload-preloads-modules-that-read-child-weights.patch": [
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
+        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
     ],
     "group-offload-skips-models-that-do-not-support-it.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
+        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
     ],
+    "group-offload-to-disk-keeps-tied-weights.patch": ["group-offload-to-disk-keeps-weights-tied-across-blocks.patch"],
     "gguf-parameter-keeps-quant-type-when-rebuilt.patch": ["gguf-dequantized-weights-stay-parameters.patch"],
     "ltx2-single-file-map-ltx-2-3-keys.patch": ["ltx2-audio-vae-loads-from-a-single-file.patch"],
     "materialize-tensors-left-on-meta-in-from-single-file.patch": [
@@ -55,11 +64,13 @@ LEFT_OUT_TOGETHER = {
         "group-offload-preloads-modules-that-read-child-weights.patch",
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
+        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
     ],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
+        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
     ],
     "single-file-t5-ties-input-embeddings.patch": ["single-file-t5-in-evaluation-mode.patch"],
     "size-bitsandbytes-components-as-they-will-be-loaded.patch": [

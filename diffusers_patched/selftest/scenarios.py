@@ -1812,6 +1812,54 @@ scenario(
 )(_offload_audio_vaes)
 
 
+def _group_offload_weights_tied_across_blocks(workdir):
+    # No model diffusers ships ties a weight across block-level groups: the tie is made here, as a user's model or a
+    # future one would make it (ALBERT-style shared layers, an output projection tied to a block's).
+    import torch
+    from diffusers.hooks import apply_group_offloading
+
+    class TiedAcrossBlocks(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([torch.nn.Linear(32, 32) for _ in range(3)])
+            self.proj_out = torch.nn.Linear(32, 32)
+            # Three groups at block level hold it: the first block's, the last block's and the one of `proj_out`,
+            # outside the blocks, which stays onloaded while the blocks' groups are offloaded.
+            self.blocks[-1].weight = self.blocks[0].weight
+            self.proj_out.weight = self.blocks[0].weight
+
+        def forward(self, hidden_states):
+            for block in self.blocks:
+                hidden_states = torch.nn.functional.silu(block(hidden_states))
+            return self.proj_out(hidden_states)
+
+    torch.manual_seed(0)
+    model = TiedAcrossBlocks().eval()
+    hidden_states = torch.randn(4, 32)
+    with torch.no_grad():
+        expected = model(hidden_states)
+        apply_group_offloading(
+            model,
+            onload_device=torch.device("cpu"),
+            offload_type="block_level",
+            num_blocks_per_group=1,
+            offload_to_disk_path=os.path.join(workdir, "offload"),
+        )
+        diffs = [(model(hidden_states) - expected).abs().max().item() for _ in range(2)]
+    return {"diffs": diffs}
+
+
+scenario(
+    "group-offload-weights-tied-across-blocks",
+    patch="group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+    summary="a model (tiny) whose first block, last block and output projection share one weight, group offloaded to "
+    "disk at block level: the first group emptied the weight before the others wrote their files, and the "
+    "first block's group emptied it while the output projection's group, onloaded, still needed it",
+    text="max abs diff to the un-offloaded output per pass {diffs}",
+    judge=lambda result: close(result["diffs"], what="max abs diff to the un-offloaded output"),
+)(_group_offload_weights_tied_across_blocks)
+
+
 scenario(
     "group-offload-dit",
     patch="group-offload-skips-models-that-do-not-support-it.patch",

@@ -166,6 +166,8 @@ class ModuleGroup:
             self.tensor_to_key = {tensor: f"tensor_{i}" for i, tensor in enumerate(all_tensors)}
             self.key_to_tensor = {v: k for k, v in self.tensor_to_key.items()}
             self.cpu_param_dict = {}
+            # The other groups holding one of this group's tensors (a weight tied between them).
+            self.groups_sharing_tensors = []
         else:
             self.cpu_param_dict = self._init_cpu_param_dict()
 
@@ -314,9 +316,15 @@ class ModuleGroup:
 
         self._save_to_disk()
 
+        # A tensor that a group still onloaded also holds (the group of the modules outside the blocks stays onloaded
+        # for the whole forward) is still used: it keeps its data until that group is offloaded.
+        in_use = {
+            tensor for group in self.groups_sharing_tensors if group.is_onloaded for tensor in group.tensor_to_key
+        }
         # We do this to free up the RAM which is still holding the up tensor data.
         for tensor_obj in self.tensor_to_key.keys():
-            tensor_obj.data = torch.empty_like(tensor_obj.data, device=self.offload_device)
+            if tensor_obj not in in_use:
+                tensor_obj.data = torch.empty_like(tensor_obj.data, device=self.offload_device)
 
     def _offload_to_memory(self):
         if self.stream is not None:
@@ -749,14 +757,17 @@ def _apply_group_offloading(module: torch.nn.Module, config: GroupOffloadingConf
         assert False
 
 
-def _apply_group_offloading_block_level(module: torch.nn.Module, config: GroupOffloadingConfig) -> None:
+def _apply_group_offloading_block_level(
+    module: torch.nn.Module, config: GroupOffloadingConfig, module_groups: list | None = None
+) -> None:
     r"""
     This function applies offloading to groups of torch.nn.ModuleList or torch.nn.Sequential blocks, and explicitly
     defined block modules. In comparison to the "leaf_level" offloading, which is more fine-grained, this offloading is
     done at the top-level blocks and modules specified in block_modules.
 
     When block_modules is provided, only those modules will be treated as blocks for offloading. For each specified
-    module, recursively apply block offloading to it.
+    module, recursively apply block offloading to it. `module_groups` collects the groups of the recursive calls, whose
+    hooks the outermost call applies.
     """
     if config.stream is not None and config.num_blocks_per_group != 1:
         logger.warning(
@@ -765,6 +776,9 @@ def _apply_group_offloading_block_level(module: torch.nn.Module, config: GroupOf
         config.num_blocks_per_group = 1
 
     block_modules = set(config.block_modules) if config.block_modules is not None else set()
+    is_outermost_call = module_groups is None
+    if is_outermost_call:
+        module_groups = []
 
     # Create module groups for ModuleList and Sequential blocks, and explicitly defined block modules
     modules_with_group_offloading = _place_tensors_excluded_from_offload(module, config.onload_device)
@@ -782,7 +796,7 @@ def _apply_group_offloading_block_level(module: torch.nn.Module, config: GroupOf
             prefix = f"{config.module_prefix}{name}." if config.module_prefix else f"{name}."
             submodule_config = replace(config, module_prefix=prefix)
 
-            _apply_group_offloading_block_level(submodule, submodule_config)
+            _apply_group_offloading_block_level(submodule, submodule_config, module_groups)
             modules_with_group_offloading.add(name)
 
         elif isinstance(submodule, (torch.nn.ModuleList, torch.nn.Sequential)):
@@ -817,7 +831,7 @@ def _apply_group_offloading_block_level(module: torch.nn.Module, config: GroupOf
     # Apply group offloading hooks to the module groups
     for i, group in enumerate(matched_module_groups):
         for group_module in group.modules:
-            _apply_group_offloading_hook(group_module, group, config=config)
+            module_groups.append((_apply_group_offloading_hook, group_module, group))
 
     # Parameters and Buffers of the top-level module need to be offloaded/onloaded separately
     # when the forward pass of this module is called. This is because the top-level module is not
@@ -847,12 +861,29 @@ def _apply_group_offloading_block_level(module: torch.nn.Module, config: GroupOf
             group_id=f"{config.module_prefix}{module.__class__.__name__}_unmatched_group",
         )
         if config.stream is None:
-            _apply_group_offloading_hook(module, unmatched_group, config=config)
+            module_groups.append((_apply_group_offloading_hook, module, unmatched_group))
         else:
-            _apply_lazy_group_offloading_hook(module, unmatched_group, config=config)
+            module_groups.append((_apply_lazy_group_offloading_hook, module, unmatched_group))
         for unmatched_module in unmatched_modules:
             registry = HookRegistry.check_if_exists_or_initialize(unmatched_module)
             registry.register_hook(UnmatchedModuleOnloadingHook(unmatched_group), _UNMATCHED_MODULE_ONLOADING)
+
+    if not is_outermost_call:
+        return
+    # A tensor tied between modules of two groups (a block and a module outside the blocks, or two blocks) is in each
+    # of them, and the first of those groups to be offloaded to disk empties it. Every group writes its file before any
+    # hook is applied, since applying the hook of a group's offload leader offloads the group.
+    if config.offload_to_disk_path is not None:
+        groups = list(dict.fromkeys(group for _, _, group in module_groups))
+        for group in groups:
+            group._save_to_disk()
+            group.groups_sharing_tensors = [
+                other
+                for other in groups
+                if other is not group and not group.tensor_to_key.keys().isdisjoint(other.tensor_to_key)
+            ]
+    for apply_hook, group_module, group in module_groups:
+        apply_hook(group_module, group, config=config)
 
 
 def _apply_group_offloading_leaf_level(module: torch.nn.Module, config: GroupOffloadingConfig) -> None:
