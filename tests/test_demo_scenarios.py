@@ -611,6 +611,23 @@ def test_group_offload_weights_tied_across_blocks(patched_outcomes):
     assert_close_to_reference(result_of(patched_outcomes["group-offload-weights-tied-across-blocks"])["diffs"], 2)
 
 
+# vq-and-consistency-decoder-vaes-support-group-offloading: VQModel and ConsistencyDecoderVAE group offload at leaf and
+# block level, their decodes equal to the un-offloaded ones up to float32 rounding; upstream refuses the first.
+@upstream
+def test_group_offload_vq_and_consistency_decoder_vaes_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["group-offload-vq-and-consistency-decoder-vaes"],
+        "ValueError",
+        "VQModel does not support group offloading.",
+    )
+
+
+def test_group_offload_vq_and_consistency_decoder_vaes(patched_outcomes):
+    result = result_of(patched_outcomes["group-offload-vq-and-consistency-decoder-vaes"])
+    assert_close_to_reference(result.pop("diffs"), 4)
+    assert result == {"warnings": []}
+
+
 # audio-vaes-support-group-offloading: the audio VAEs that refused group offloading are group and sequentially
 # offloaded, their outputs equal to the un-offloaded ones up to float32 rounding; upstream refuses the first.
 @upstream

@@ -24,6 +24,7 @@ for _name, _scenario in SCENARIOS.items():
 
 # patch -> the later patches that do not apply without it (they change its lines or lines next to them).
 LEFT_OUT_TOGETHER = {
+    "audio-vaes-support-group-offloading.patch": ["vq-and-consistency-decoder-vaes-support-group-offloading.patch"],
     "bnb-4bit-quant-state-survives-offload-hooks.patch": ["refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"],
     "from-pretrained-materializes-missing-weights.patch": ["local-strict-load-default-from-environment.patch"],
     "group-offload-keeps-what-models-read-outside-forward.patch": [
@@ -43,6 +44,7 @@ LEFT_OUT_TOGETHER = {
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+        "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
     ],
     "group-offload-to-disk-keeps-tied-weights.patch": ["group-offload-to-disk-keeps-weights-tied-across-blocks.patch"],
     "gguf-parameter-keeps-quant-type-when-rebuilt.patch": ["gguf-dequantized-weights-stay-parameters.patch"],

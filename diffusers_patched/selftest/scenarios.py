@@ -25,6 +25,7 @@ from unittest import mock
 from .judges import FAILS, REFUSED, RIGHT, WRONG, close
 from .tiny_pipelines import (
     TINY_AUDIO_VAES,
+    TINY_DECODER_VAES,
     bnb_text_encoder_config,
     fixed_text_input,
     load_tiny_sd_pipeline,
@@ -1791,6 +1792,12 @@ for _name, _pipeline, _patch, _cause, _modes in [
     )(_group_offload(_pipeline, _modes))
 
 
+def _group_offload_decoder_vaes(workdir):
+    with diffusers_log_messages(logging.WARNING, "does not support group offloading") as warned:
+        diffs = [offload_diff(vae, mode) for vae in TINY_DECODER_VAES for mode in ("group-leaf", "group-block")]
+    return {"diffs": diffs, "warnings": warned}
+
+
 def _offload_audio_vaes(workdir):
     with diffusers_log_messages(logging.WARNING, "does not support group offloading") as warned:
         diffs = [
@@ -1810,6 +1817,17 @@ scenario(
     "warned: {warnings}",
     judge=_judge_group_offload(warning_count=0),
 )(_offload_audio_vaes)
+
+
+scenario(
+    "group-offload-vq-and-consistency-decoder-vaes",
+    patch="vq-and-consistency-decoder-vaes-support-group-offloading.patch",
+    summary="VQModel and ConsistencyDecoderVAE (tiny), each alone in a pipeline, pipe.enable_group_offload leaf and "
+    "block level, offloaded to disk: they declared _supports_group_offloading = False; VQModel's quantizer reads its "
+    "codebook's weight without calling it, ConsistencyDecoderVAE's decode reads its means and stds outside forward",
+    text="max abs diff to the un-offloaded output per VAE and level {diffs}; warned: {warnings}",
+    judge=_judge_group_offload(warning_count=0),
+)(_group_offload_decoder_vaes)
 
 
 def _group_offload_weights_tied_across_blocks(workdir):

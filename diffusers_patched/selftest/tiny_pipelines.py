@@ -1017,6 +1017,66 @@ TINY_AUDIO_VAES = {
 }
 
 
+def tiny_decoder_vae_pipeline(model_class_name, config, latents_shape, decode_kwargs):
+    """VQModel or ConsistencyDecoderVAE, which declared `_supports_group_offloading = False`, alone in a pipeline; the
+    run decodes latents, with a generator of seed 0 where `decode` draws noise (`decode_kwargs` names one)."""
+    import diffusers
+    import torch
+
+    class DecoderVaePipeline(diffusers.DiffusionPipeline):
+        model_cpu_offload_seq = "vae"
+
+        def __init__(self, vae):
+            super().__init__()
+            self.register_modules(vae=vae)
+
+    torch.manual_seed(0)
+    pipe = DecoderVaePipeline(getattr(diffusers, model_class_name)(**config).eval())
+    latents = torch.randn(latents_shape, generator=torch.Generator().manual_seed(0))
+
+    def decode(pipe):
+        kwargs = {**decode_kwargs}
+        if "generator" in kwargs:
+            kwargs["generator"] = torch.Generator().manual_seed(0)
+        return pipe.vae.decode(latents, **kwargs).sample
+
+    return pipe, decode
+
+
+# name -> model class, tiny config, the shape of the latents it decodes and the arguments of `decode`
+TINY_DECODER_VAES = {
+    "vq-vae": (
+        "VQModel",
+        {"block_out_channels": (8,), "norm_num_groups": 8, "latent_channels": 3, "num_vq_embeddings": 8},
+        (1, 3, 8, 8),
+        {},
+    ),
+    "consistency-decoder-vae": (
+        "ConsistencyDecoderVAE",
+        {
+            "encoder_block_out_channels": [2, 4],
+            "encoder_down_block_types": ["DownEncoderBlock2D"] * 2,
+            "encoder_norm_num_groups": 2,
+            "decoder_add_attention": False,
+            "decoder_block_out_channels": [2, 4],
+            "decoder_down_block_types": ["ResnetDownsampleBlock2D"] * 2,
+            "decoder_downsample_padding": 1,
+            "decoder_in_channels": 7,
+            "decoder_layers_per_block": 1,
+            "decoder_norm_num_groups": 2,
+            "decoder_num_train_timesteps": 1024,
+            "decoder_out_channels": 6,
+            "decoder_time_embedding_type": "learned",
+            "decoder_up_block_types": ["ResnetUpsampleBlock2D"] * 2,
+            "scaling_factor": 1,
+            "latent_channels": 4,
+        },
+        (1, 4, 8, 8),
+        {"num_inference_steps": 2, "generator": None},
+    ),
+}
+
+
 TINY_OFFLOAD_PIPELINES = {
     "hunyuan-dit": tiny_hunyuan_dit_pipeline,
     "stable-audio": tiny_stable_audio_pipeline,
@@ -1027,6 +1087,7 @@ TINY_OFFLOAD_PIPELINES = {
     "joyimage-edit": tiny_joyimage_edit_pipeline,
     "dit": tiny_dit_pipeline,
     **{name: functools.partial(tiny_audio_vae_pipeline, *vae) for name, vae in TINY_AUDIO_VAES.items()},
+    **{name: functools.partial(tiny_decoder_vae_pipeline, *vae) for name, vae in TINY_DECODER_VAES.items()},
 }
 OFFLOAD_MODES = ("sequential", "group-leaf", "group-block", "model")
 
