@@ -24,7 +24,6 @@ for _name, _scenario in SCENARIOS.items():
 
 # patch -> the later patches that do not apply without it (they change its lines or lines next to them).
 LEFT_OUT_TOGETHER = {
-    "audio-vaes-support-group-offloading.patch": ["vq-and-consistency-decoder-vaes-support-group-offloading.patch"],
     "bnb-4bit-quant-state-survives-offload-hooks.patch": ["refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"],
     "from-pretrained-materializes-missing-weights.patch": ["local-strict-load-default-from-environment.patch"],
     "group-offload-keeps-what-models-read-outside-forward.patch": [
@@ -38,6 +37,7 @@ LEFT_OUT_TOGETHER = {
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+        "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
     ],
     "group-offload-skips-models-that-do-not-support-it.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",
@@ -67,12 +67,14 @@ LEFT_OUT_TOGETHER = {
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+        "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
     ],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+        "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
     ],
     "single-file-t5-ties-input-embeddings.patch": ["single-file-t5-in-evaluation-mode.patch"],
     "size-bitsandbytes-components-as-they-will-be-loaded.patch": [
