@@ -656,3 +656,22 @@ def test_lora_keeps_user_accelerate_hooks(patched_outcomes):
         assert placement["lora_layers_off_their_device"] == 0
     assert_close_to_reference(result["placements"]["cpu_offload"]["diffs"], 4)
     assert_close_to_reference(result["placements"]["dispatch_model"]["diffs"], 2)
+
+
+# upcast-the-lora-layers-loaded-after-enable-layerwise: a LoRA loaded after enable_layerwise_casting computes in the
+# compute dtype, as the uncast model holding the stored weights does; upstream creates its layers in float8.
+@upstream
+def test_lora_after_layerwise_casting_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["lora-after-layerwise-casting"],
+        "NotImplementedError",
+        "\"mul_cpu_reduced_float\" not implemented for 'Float8_e4m3fn'",
+    )
+
+
+def test_lora_after_layerwise_casting(patched_outcomes):
+    result = result_of(patched_outcomes["lora-after-layerwise-casting"])
+    assert_close_to_reference([result["diff"]], 1)
+    assert result["lora_dtypes"] == ["torch.float32"]
+    # The LoRA changes the output far beyond the tolerance: a LoRA left out could not pass for one applied.
+    assert result["lora_effect"] > 0.1

@@ -1822,5 +1822,43 @@ scenario(
 )(_group_offload("dit"))
 
 
+def _judge_lora_after_layerwise_casting(result):
+    return close([result["diff"]], what="output max abs diff", scale=result["scale"])
+
+
+@scenario(
+    "lora-after-layerwise-casting",
+    patch="upcast-the-lora-layers-loaded-after-enable-layerwise.patch",
+    summary="unet.enable_layerwise_casting(storage_dtype=float8_e4m3fn, compute_dtype=float32), then a LoRA "
+    "(load_lora_adapter, as load_lora_weights calls it), vs. the uncast model holding the float8 weights with the same "
+    "LoRA",
+    text="LoRA layers in {lora_dtypes}; max abs diff to the reference {diff:.2g} (output magnitude {scale:.2g}, the "
+    "LoRA moves it by {lora_effect:.2g})",
+    judge=_judge_lora_after_layerwise_casting,
+)
+def lora_after_layerwise_casting(workdir):
+    import torch
+
+    from .tiny_pipelines import tiny_unet
+
+    unet = tiny_unet()
+    unet.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32)
+    # The reference holds the values the cast model stores, in float32, with no hook: what the casting computes.
+    reference = tiny_unet()
+    reference.load_state_dict({name: tensor.float() for name, tensor in unet.state_dict().items()})
+    without_lora = _unet_output(reference)
+    lora = _text_encoder_lora(unet, prefix="unet", targets=(".to_q", ".to_v"))
+    reference.load_lora_adapter(dict(lora), prefix="unet")
+    expected = _unet_output(reference)
+    unet.load_lora_adapter(dict(lora), prefix="unet")
+    lora_dtypes = sorted({str(param.dtype) for name, param in unet.named_parameters() if "lora_" in name})
+    return {
+        "lora_dtypes": lora_dtypes,
+        "diff": (_unet_output(unet) - expected).abs().max().item(),
+        "scale": expected.abs().max().item(),
+        "lora_effect": (expected - without_lora).abs().max().item(),
+    }
+
+
 if __name__ == "__main__":
     _main(SCENARIOS, *sys.argv[1:])
