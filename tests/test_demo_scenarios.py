@@ -675,3 +675,21 @@ def test_lora_after_layerwise_casting(patched_outcomes):
     assert result["lora_dtypes"] == ["torch.float32"]
     # The LoRA changes the output far beyond the tolerance: a LoRA left out could not pass for one applied.
     assert result["lora_effect"] > 0.1
+
+
+# pipeline-to-moves-quantized-models-of-any-backend: pipe.to(dtype) and from_pipe move a GGUF component without a
+# dtype and cast the others; upstream passes the dtype to the GGUF model, which refuses it.
+@upstream
+def test_pipeline_to_dtype_with_gguf_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["pipeline-to-dtype-with-gguf"],
+        "ValueError",
+        "Casting a quantized model to a new `dtype` is unsupported.",
+    )
+
+
+def test_pipeline_to_dtype_with_gguf(patched_outcomes):
+    result = result_of(patched_outcomes["pipeline-to-dtype-with-gguf"])
+    assert_close_to_reference(result.pop("diffs"), 2)
+    assert result["quantized_kept"] == result["quantized_weights"] > 0
+    assert result["dtypes"] == ["torch.bfloat16", "torch.float32"]

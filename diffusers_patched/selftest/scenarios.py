@@ -1860,5 +1860,75 @@ def lora_after_layerwise_casting(workdir):
     }
 
 
+def _judge_pipeline_to_dtype_with_gguf(result):
+    if result["quantized_kept"] != result["quantized_weights"] or result["dtypes"] != [
+        "torch.bfloat16",
+        "torch.float32",
+    ]:
+        return WRONG, (
+            f"{result['quantized_kept']}/{result['quantized_weights']} GGUF weights kept; unquantized component in "
+            f"{result['dtypes']}"
+        )
+    return close(result["diffs"], what="output max abs diff")
+
+
+@scenario(
+    "pipeline-to-dtype-with-gguf",
+    patch="pipeline-to-moves-quantized-models-of-any-backend.patch",
+    summary="a WanPipeline of a GGUF (Q8_0) transformer and an unquantized transformer_2 (tiny): pipe.to(torch.bfloat16), "
+    "then WanPipeline.from_pipe(pipe) (which casts to float32)",
+    text="GGUF weights kept {quantized_kept}/{quantized_weights}; transformer_2 in {dtypes} after to() and from_pipe; "
+    "max abs diff to the references (the GGUF model untouched, the unquantized one cast by torch) {diffs}",
+    judge=_judge_pipeline_to_dtype_with_gguf,
+)
+def pipeline_to_dtype_with_gguf(workdir):
+    import copy
+
+    import torch
+    from diffusers import WanPipeline
+    from diffusers.quantizers.gguf.utils import GGUFParameter
+
+    from .tiny_checkpoints import (
+        build_wan,
+        load_wan_single_file,
+        wan_config,
+        wan_inputs,
+        wan_original_state_dict,
+        wan_transformer_pipeline,
+        write_config_dir,
+        write_gguf,
+    )
+
+    config = wan_config("t2v")
+    path = write_gguf(wan_original_state_dict(build_wan(config)), str(workdir / "wan.gguf"))
+    config_dir = write_config_dir("WanTransformer3DModel", config, str(workdir / "cfg"))
+    transformer, reference = load_wan_single_file(path, config_dir), load_wan_single_file(path, config_dir)
+    transformer_2 = build_wan(config, seed=1)
+    reference_2 = copy.deepcopy(transformer_2).to(torch.bfloat16)
+    quantized = {
+        name: param.as_tensor().clone()
+        for name, param in transformer.named_parameters()
+        if isinstance(param, GGUFParameter)
+    }
+    inputs = wan_inputs(config)
+
+    pipe = wan_transformer_pipeline(transformer, transformer_2)
+    pipe.to(torch.bfloat16)
+    dtypes = [str(transformer_2.dtype)]
+    new_pipe = WanPipeline.from_pipe(pipe)
+    dtypes.append(str(new_pipe.transformer_2.dtype))
+    with torch.no_grad():
+        diffs = [
+            (transformer(**inputs)[0] - reference(**inputs)[0]).abs().max().item(),
+            (new_pipe.transformer_2(**inputs)[0] - reference_2.float()(**inputs)[0]).abs().max().item(),
+        ]
+    kept = sum(
+        isinstance(param, GGUFParameter) and torch.equal(param.as_tensor(), quantized[name])
+        for name, param in transformer.named_parameters()
+        if name in quantized
+    )
+    return {"quantized_kept": kept, "quantized_weights": len(quantized), "dtypes": dtypes, "diffs": diffs}
+
+
 if __name__ == "__main__":
     _main(SCENARIOS, *sys.argv[1:])
