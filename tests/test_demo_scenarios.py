@@ -686,3 +686,40 @@ def test_lora_keeps_user_accelerate_hooks(patched_outcomes):
         assert placement["lora_layers_off_their_device"] == 0
     assert_close_to_reference(result["placements"]["cpu_offload"]["diffs"], 4)
     assert_close_to_reference(result["placements"]["dispatch_model"]["diffs"], 2)
+
+
+# upcast-the-lora-layers-loaded-after-enable-layerwise: a LoRA loaded after enable_layerwise_casting computes in the
+# compute dtype, as the uncast model holding the stored weights does; upstream creates its layers in float8.
+@upstream
+def test_lora_after_layerwise_casting_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["lora-after-layerwise-casting"],
+        "NotImplementedError",
+        "\"mul_cpu_reduced_float\" not implemented for 'Float8_e4m3fn'",
+    )
+
+
+def test_lora_after_layerwise_casting(patched_outcomes):
+    result = result_of(patched_outcomes["lora-after-layerwise-casting"])
+    assert_close_to_reference([result["diff"]], 1)
+    assert result["lora_dtypes"] == ["torch.float32"]
+    # The LoRA changes the output far beyond the tolerance: a LoRA left out could not pass for one applied.
+    assert result["lora_effect"] > 0.1
+
+
+# pipeline-to-moves-quantized-models-of-any-backend: pipe.to(dtype) and from_pipe move a GGUF component without a
+# dtype and cast the others; upstream passes the dtype to the GGUF model, which refuses it.
+@upstream
+def test_pipeline_to_dtype_with_gguf_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["pipeline-to-dtype-with-gguf"],
+        "ValueError",
+        "Casting a quantized model to a new `dtype` is unsupported.",
+    )
+
+
+def test_pipeline_to_dtype_with_gguf(patched_outcomes):
+    result = result_of(patched_outcomes["pipeline-to-dtype-with-gguf"])
+    assert_close_to_reference(result.pop("diffs"), 2)
+    assert result["quantized_kept"] == result["quantized_weights"] > 0
+    assert result["dtypes"] == ["torch.bfloat16", "torch.float32"]

@@ -1888,5 +1888,113 @@ scenario(
 )(_group_offload("dit"))
 
 
+def _judge_lora_after_layerwise_casting(result):
+    return close([result["diff"]], what="output max abs diff", scale=result["scale"])
+
+
+@scenario(
+    "lora-after-layerwise-casting",
+    patch="upcast-the-lora-layers-loaded-after-enable-layerwise.patch",
+    summary="unet.enable_layerwise_casting(storage_dtype=float8_e4m3fn, compute_dtype=float32), then a LoRA "
+    "(load_lora_adapter, as load_lora_weights calls it), vs. the uncast model holding the float8 weights with the same "
+    "LoRA",
+    text="LoRA layers in {lora_dtypes}; max abs diff to the reference {diff:.2g} (output magnitude {scale:.2g}, the "
+    "LoRA moves it by {lora_effect:.2g})",
+    judge=_judge_lora_after_layerwise_casting,
+)
+def lora_after_layerwise_casting(workdir):
+    import torch
+
+    from .tiny_pipelines import tiny_unet
+
+    unet = tiny_unet()
+    unet.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32)
+    # The reference holds the values the cast model stores, in float32, with no hook: what the casting computes.
+    reference = tiny_unet()
+    reference.load_state_dict({name: tensor.float() for name, tensor in unet.state_dict().items()})
+    without_lora = _unet_output(reference)
+    lora = _text_encoder_lora(unet, prefix="unet", targets=(".to_q", ".to_v"))
+    reference.load_lora_adapter(dict(lora), prefix="unet")
+    expected = _unet_output(reference)
+    unet.load_lora_adapter(dict(lora), prefix="unet")
+    lora_dtypes = sorted({str(param.dtype) for name, param in unet.named_parameters() if "lora_" in name})
+    return {
+        "lora_dtypes": lora_dtypes,
+        "diff": (_unet_output(unet) - expected).abs().max().item(),
+        "scale": expected.abs().max().item(),
+        "lora_effect": (expected - without_lora).abs().max().item(),
+    }
+
+
+def _judge_pipeline_to_dtype_with_gguf(result):
+    if result["quantized_kept"] != result["quantized_weights"] or result["dtypes"] != [
+        "torch.bfloat16",
+        "torch.float32",
+    ]:
+        return WRONG, (
+            f"{result['quantized_kept']}/{result['quantized_weights']} GGUF weights kept; unquantized component in "
+            f"{result['dtypes']}"
+        )
+    return close(result["diffs"], what="output max abs diff")
+
+
+@scenario(
+    "pipeline-to-dtype-with-gguf",
+    patch="pipeline-to-moves-quantized-models-of-any-backend.patch",
+    summary="a WanPipeline of a GGUF (Q8_0) transformer and an unquantized transformer_2 (tiny): pipe.to(torch.bfloat16), "
+    "then WanPipeline.from_pipe(pipe) (which casts to float32)",
+    text="GGUF weights kept {quantized_kept}/{quantized_weights}; transformer_2 in {dtypes} after to() and from_pipe; "
+    "max abs diff to the references (the GGUF model untouched, the unquantized one cast by torch) {diffs}",
+    judge=_judge_pipeline_to_dtype_with_gguf,
+)
+def pipeline_to_dtype_with_gguf(workdir):
+    import copy
+
+    import torch
+    from diffusers import WanPipeline
+    from diffusers.quantizers.gguf.utils import GGUFParameter
+
+    from .tiny_checkpoints import (
+        build_wan,
+        load_wan_single_file,
+        wan_config,
+        wan_inputs,
+        wan_original_state_dict,
+        wan_transformer_pipeline,
+        write_config_dir,
+        write_gguf,
+    )
+
+    config = wan_config("t2v")
+    path = write_gguf(wan_original_state_dict(build_wan(config)), str(workdir / "wan.gguf"))
+    config_dir = write_config_dir("WanTransformer3DModel", config, str(workdir / "cfg"))
+    transformer, reference = load_wan_single_file(path, config_dir), load_wan_single_file(path, config_dir)
+    transformer_2 = build_wan(config, seed=1)
+    reference_2 = copy.deepcopy(transformer_2).to(torch.bfloat16)
+    quantized = {
+        name: param.as_tensor().clone()
+        for name, param in transformer.named_parameters()
+        if isinstance(param, GGUFParameter)
+    }
+    inputs = wan_inputs(config)
+
+    pipe = wan_transformer_pipeline(transformer, transformer_2)
+    pipe.to(torch.bfloat16)
+    dtypes = [str(transformer_2.dtype)]
+    new_pipe = WanPipeline.from_pipe(pipe)
+    dtypes.append(str(new_pipe.transformer_2.dtype))
+    with torch.no_grad():
+        diffs = [
+            (transformer(**inputs)[0] - reference(**inputs)[0]).abs().max().item(),
+            (new_pipe.transformer_2(**inputs)[0] - reference_2.float()(**inputs)[0]).abs().max().item(),
+        ]
+    kept = sum(
+        isinstance(param, GGUFParameter) and torch.equal(param.as_tensor(), quantized[name])
+        for name, param in transformer.named_parameters()
+        if name in quantized
+    )
+    return {"quantized_kept": kept, "quantized_weights": len(quantized), "dtypes": dtypes, "diffs": diffs}
+
+
 if __name__ == "__main__":
     _main(SCENARIOS, *sys.argv[1:])

@@ -23,7 +23,13 @@ from typing import Literal
 import safetensors
 import torch
 
+from ..hooks import HookRegistry
 from ..hooks.group_offloading import _maybe_remove_and_reapply_group_offloading
+from ..hooks.layerwise_casting import (
+    _LAYERWISE_CASTING_HOOK,
+    _PEFT_AUTOCAST_DISABLE_HOOK,
+    PeftInputAutocastDisableHook,
+)
 from ..utils import (
     MIN_PEFT_VERSION,
     USE_PEFT_BACKEND,
@@ -48,6 +54,37 @@ from .unet_loader_utils import _maybe_expand_lora_scales
 
 
 logger = logging.get_logger(__name__)
+
+
+def _maybe_align_adapter_with_layerwise_casting(model, adapter_name):
+    # `enable_layerwise_casting()` leaves the PEFT layers in their dtype and stops PEFT from casting their inputs to
+    # the weight dtype, but only for the layers that exist when it is called. PEFT creates the layers of an adapter
+    # loaded afterwards in the dtype of their base layer's weight, the storage dtype, which no hook upcasts (float8
+    # has no matmul on the CPU). Give them what they get when the adapter is loaded first; returns whether any layer
+    # needed it.
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    aligned = False
+    for module in model.modules():
+        if not isinstance(module, BaseTunerLayer):
+            continue
+        base_registry = getattr(module.get_base_layer(), "_diffusers_hook", None)
+        casting_hook = None if base_registry is None else base_registry.get_hook(_LAYERWISE_CASTING_HOOK)
+        if casting_hook is None:
+            continue
+        for layer_name in module.adapter_layer_names:
+            adapter_layers = getattr(module, layer_name)
+            if adapter_name not in adapter_layers:
+                continue
+            layer = adapter_layers[adapter_name]
+            for param in layer.parameters() if isinstance(layer, torch.nn.Module) else (layer,):
+                param.data = param.data.to(casting_hook.compute_dtype)
+        registry = HookRegistry.check_if_exists_or_initialize(module)
+        if registry.get_hook(_PEFT_AUTOCAST_DISABLE_HOOK) is None:
+            registry.register_hook(PeftInputAutocastDisableHook(), _PEFT_AUTOCAST_DISABLE_HOOK)
+        aligned = True
+    return aligned
+
 
 _SET_ADAPTER_SCALE_FN_MAPPING = defaultdict(
     lambda: (lambda model_cls, weights: weights),
@@ -344,6 +381,9 @@ class PeftAdapterMixin:
                         adapter_config, self, adapter_name=adapter_name, state_dict=state_dict, **peft_kwargs
                     )
                     incompatible_keys = set_peft_model_state_dict(self, state_dict, adapter_name, **peft_kwargs)
+                    if _maybe_align_adapter_with_layerwise_casting(self, adapter_name):
+                        # PEFT rounded the adapter's weights to the storage dtype: load them again.
+                        set_peft_model_state_dict(self, state_dict, adapter_name)
 
                     if self._prepare_lora_hotswap_kwargs is not None:
                         # For hotswapping of compiled models or adapters with different ranks.

@@ -603,6 +603,12 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
                 logger.warning(
                     f"The module '{module.__class__.__name__}' has been loaded in `bitsandbytes` {'4bit' if is_loaded_in_4bit_bnb else '8bit'} and conversion to {dtype} is not supported. Module is still in {'4bit' if is_loaded_in_4bit_bnb else '8bit'} precision."
                 )
+            # Models quantized by other backends (GGUF, torchao, quanto) refuse a `dtype` in `to()` too.
+            is_quantized = getattr(module, "is_quantized", False)
+            if is_quantized and not (is_loaded_in_4bit_bnb or is_loaded_in_8bit_bnb) and dtype is not None:
+                logger.warning(
+                    f"The module '{module.__class__.__name__}' is quantized and conversion to {dtype} is not supported. Its quantized weights keep their dtype."
+                )
 
             if is_loaded_in_8bit_bnb and device is not None and is_bitsandbytes_version("<", "0.48.0"):
                 logger.warning(
@@ -633,7 +639,7 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
             ):
                 module.to(device=device)
             elif not is_loaded_in_4bit_bnb and not is_loaded_in_8bit_bnb and not is_group_offloaded:
-                module.to(device, dtype)
+                module.to(device, None if is_quantized else dtype)
 
             if (
                 module.dtype == torch.float16
