@@ -487,9 +487,9 @@ class SoftNormBottleneck(nn.Module):
         self.bias = nn.Parameter(torch.zeros(1, dim, 1))
         self.register_buffer("running_std", torch.ones(1))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Encoding goes through `forward`, so that offload hooks load `scale` and `bias` first.
-        return self.encode(x)
+    def forward(self, x: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+        # Both directions go through `forward`, so that offload hooks load `scale`, `bias` and `running_std` first.
+        return self.decode(x) if inverse else self.encode(x)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         x = x * self.scale + self.bias
@@ -776,7 +776,7 @@ class AutoencoderSAME(ModelMixin, ConfigMixin, AttentionMixin):
             Waveform tensor of shape ``(B, audio_channels, T_latent × downsampling_ratio)`` (wrapped in
             :class:`AutoencoderSAMEDecoderOutput` when *return_dict* is ``True``).
         """
-        x = self.bottleneck.decode(latents)
+        x = self.bottleneck(latents, inverse=True)
         x = self.decoder(x)
         x = self.patch_embed.decode(x)
         if not return_dict:
