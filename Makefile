@@ -46,7 +46,7 @@ wheels: $(STAMP)
 # the longest first (tests/conftest.py); each interpreter it starts computes on one thread.
 TEST_WORKERS ?= 2
 test: install lint
-	$(PYTHON) -m pytest -rs -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+	$(PYTHON) -m pytest -rs --durations=30 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 # The release check: every supported release on its floor and newest dependency stacks (constraints/), both sides,
 # against the verified one; the release x stack table also goes to build/stacks.md. RELEASE=X.Y.Z: only that release.

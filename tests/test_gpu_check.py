@@ -1,21 +1,47 @@
 """`bash tools/gpu_check.sh --dry-run`, the GPU check's offline path, on a machine without a GPU.
 
 What a lent GPU machine has (a Python with torch, transformers, accelerate, huggingface_hub, safetensors, peft and
-pytest; no diffusers, bitsandbytes, gguf or Pillow) is made here in a fresh virtualenv with the CPU torch; the bundle
-is built for this Python, and the check installs from it with no index and runs the selftest on the CPU.
+pytest; no diffusers, bitsandbytes, gguf or Pillow) is made here in a fresh virtualenv that sees those packages and
+their requirements, as installed for this suite with the CPU torch, and nothing else; the bundle is built for this
+Python, and the check installs from it with no index and runs the selftest on the CPU.
 """
 
+import importlib.metadata
 import json
 import os
 import subprocess
 import sys
 import venv
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.conftest import REPO_ROOT
 from tools import gpu_bundle
 
 
 GPU_MACHINE_PACKAGES = ["torch", "transformers", "accelerate", "huggingface_hub", "safetensors", "peft", "pytest"]
+
+
+def link_installed_distributions(names, directory):
+    """Link the installed distributions `names` and what they require into `directory`: a site directory with only
+    those (an install of torch from the index would be the same files, at a minute's cost)."""
+    installed = {canonicalize_name(dist.metadata["Name"]): dist for dist in importlib.metadata.distributions()}
+    pending, linked = [canonicalize_name(name) for name in names], set()
+    while pending:
+        name = pending.pop()
+        if name in linked:
+            continue
+        linked.add(name)
+        dist = installed[name]
+        for requirement in map(Requirement, dist.requires or []):
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                pending.append(canonicalize_name(requirement.name))
+        site = dist.locate_file("")
+        for top_level in {file.parts[0] for file in dist.files if file.parts[0] not in ("..", "__pycache__")}:
+            if not (directory / top_level).exists():
+                (directory / top_level).symlink_to(site / top_level)
 
 
 def test_dry_run_installs_offline_and_the_patches_hold(tmp_path):
@@ -26,10 +52,15 @@ def test_dry_run_installs_offline_and_the_patches_hold(tmp_path):
     env_dir = tmp_path / "gpu-machine"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
-    subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", "-c", REPO_ROOT / "constraints.txt", *GPU_MACHINE_PACKAGES],
-        check=True,
-    )
+    # The packages below bring their own setuptools, which the venv's older one would shadow.
+    subprocess.run([python, "-m", "pip", "uninstall", "--quiet", "--yes", "setuptools"], check=True)
+    machine_site = tmp_path / "gpu-machine-packages"
+    machine_site.mkdir()
+    link_installed_distributions(GPU_MACHINE_PACKAGES, machine_site)
+    env_site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], capture_output=True, text=True
+    ).stdout.strip()
+    Path(env_site, "gpu-machine-packages.pth").write_text(f"{machine_site}\n")
     missing = subprocess.run(
         [python, "-c", "import importlib.util as u; print([n for n in ('diffusers', 'bitsandbytes', 'gguf', 'PIL') "
          "if u.find_spec(n)])"],
