@@ -2,10 +2,7 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -15,6 +12,7 @@ import torch
 
 from diffusers_patched.selftest.gpu_scenarios import GPU_SCENARIOS
 from diffusers_patched.selftest.scenarios import SCENARIOS, Outcome, run_each_apart, run_scenarios
+from tools.interpreter import run_python
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -60,19 +58,6 @@ def shared(name, make):
             make(partial)
             partial.rename(directory)
     return directory
-
-
-def run_python(code, *, patched=True, env=None, cwd=None, timeout=600):
-    """Run `code` in a fresh interpreter, with the patches on (as installed) or off (DIFFUSERS_PATCHED=0)."""
-    full_env = {**os.environ, "DIFFUSERS_PATCHED": "1" if patched else "0", "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env=full_env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.fixture

@@ -4,14 +4,16 @@ series, is no longer right.
 The series is replayed without that patch (git, 3-way merges); a later patch that no longer applies without it (its
 code or its context) is left out too, and the test names those in its message and in `LEFT_OUT_TOGETHER`, so that a
 dependency between patches is always written down. The replayed tree is vendored into a copy of the package put first
-on the path, as the per-release checks do with another release.
+on the path, as the per-release checks do with another release, and the scenarios run in a fork of an interpreter that
+imported the stack once (tests/support/forked_scenarios.py).
 """
 
 import pytest
 
-from diffusers_patched.selftest.scenarios import REFUSED, RIGHT, SCENARIOS, run_scenarios
+from diffusers_patched.selftest.scenarios import REFUSED, RIGHT, SCENARIOS
 from tests.conftest import REPO_ROOT
 from tests.support.assertions import figures_off_the_margin
+from tests.support.forked_scenarios import ForkedScenarioRunner
 from tools import series, vendoring, wheels
 
 
@@ -92,6 +94,13 @@ def primary(tmp_path_factory):
     return repo
 
 
+@pytest.fixture(scope="module")
+def scenario_runner():
+    runner = ForkedScenarioRunner()
+    yield runner
+    runner.close()
+
+
 def site_without(patch, primary, directory):
     """The package sources (importable from `site`), their vendored tree pristine + the series less `patch`; returns
     (site, the patches left out)."""
@@ -105,11 +114,11 @@ def site_without(patch, primary, directory):
 
 
 @pytest.mark.parametrize("patch", sorted(SCENARIOS_OF_PATCH))
-def test_scenarios_are_not_right_without_their_patch(patch, primary, tmp_path):
+def test_scenarios_are_not_right_without_their_patch(patch, primary, scenario_runner, tmp_path):
     site, left_out = site_without(patch, primary, tmp_path)
     assert left_out[1:] == LEFT_OUT_TOGETHER.get(patch, []), f"left out with {patch}: {left_out[1:]}"
     names = SCENARIOS_OF_PATCH[patch]
-    outcomes = run_scenarios(names, patched=True, site=site)
+    outcomes = scenario_runner.run(names, patched=True, site=site)
     verdicts = {name: outcomes[name].verdict(SCENARIOS[name]) for name in names}
     assert {name: verdict for name, verdict in verdicts.items() if verdict[0] in (RIGHT, REFUSED)} == {}
     # Wrong numbers are at least MARGIN times the tolerance, or NaN: the tolerance cannot swallow them.

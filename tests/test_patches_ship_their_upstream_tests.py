@@ -5,7 +5,7 @@ import re
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.support.carried_tests import run_carried_tests, skipped_tests, write_carried_tests
+from tools.carried_tests import run_carried_tests, skipped_tests, write_carried_tests
 from tools.series import Project
 
 

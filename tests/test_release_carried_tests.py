@@ -5,14 +5,14 @@ that `make test`'s two workers run them beside those (tests/conftest.py)."""
 import pytest
 
 from tests.conftest import REPO_ROOT, run_python
-from tests.support.carried_tests import (
+from tools import series
+from tools.carried_tests import (
     failed_tests,
     passed_tests,
     run_carried_tests,
     skipped_tests,
     write_carried_tests,
 )
-from tools import series
 
 
 PROJECT = series.Project(REPO_ROOT)

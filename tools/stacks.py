@@ -28,9 +28,9 @@ from pathlib import Path
 
 from diffusers_patched.selftest.judges import holds
 from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
-from tests.conftest import run_python
-from tests.support.carried_tests import passed_tests, run_carried_tests, write_carried_tests
 from tools import series, upstream, wheels
+from tools.carried_tests import passed_tests, run_carried_tests, write_carried_tests
+from tools.interpreter import run_python
 
 
 VERIFIED, FLOOR, NEWEST = "verified", "floor", "newest"

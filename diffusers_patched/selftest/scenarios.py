@@ -114,14 +114,19 @@ def run_scenarios(names, patched, module="diffusers_patched.selftest.scenarios",
         )
     if log is not None:
         Path(log).write_text(process.stderr)
+    return read_outcomes(process.stdout, process.stderr, names)
+
+
+def read_outcomes(stdout, stderr, names):
+    """{name: Outcome} from what a scenario interpreter printed; a scenario it did not report crashed it."""
     outcomes = {}
-    for line in process.stdout.splitlines():
+    for line in stdout.splitlines():
         if line.startswith(_OUTCOME_PREFIX):
             name, outcome = json.loads(line[len(_OUTCOME_PREFIX) :])
             outcomes[name] = Outcome(**outcome)
     for name in names:
         if name not in outcomes:
-            crash = {"type": "ScenarioCrashed", "message": process.stderr.strip()[-2000:]}
+            crash = {"type": "ScenarioCrashed", "message": stderr.strip()[-2000:]}
             outcomes[name] = Outcome(None, crash, 0.0)
     return outcomes
 

@@ -1,0 +1,76 @@
+"""Scenario runs forked from one interpreter that has imported the stack once.
+
+tests/test_each_fix_is_necessary.py runs the scenarios against one site per patch, sites that differ from the installed
+package only in diffusers-patched's vendored tree. A fresh interpreter spends about 5 s importing torch, transformers,
+accelerate, peft and bitsandbytes before the first scenario; here one server interpreter imports them once, without
+diffusers or diffusers-patched, and forks for each run. The fork puts the site first on the path and imports
+diffusers-patched from it, as the .pth file of a fresh interpreter with the site first on PYTHONPATH does, then runs
+the scenarios as `run_scenarios` does. A site holding other versions of the stack (tools/wheels.py `release_site` for a
+release with stack pins) must not be run here: the stack the server imported would serve it.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from diffusers_patched.selftest.scenarios import read_outcomes
+
+
+_SERVER = """
+import json, os, sys
+
+import accelerate, bitsandbytes, gguf, huggingface_hub, peft, safetensors.torch, torch, transformers  # noqa: F401
+
+imported = sorted(name for name in sys.modules if name.split(".")[0] in ("diffusers", "diffusers_patched"))
+assert not imported, f"the stack imported {imported}: a fork would not load them from its site"
+for line in sys.stdin:
+    job = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            for fd, path in ((1, job["stdout"]), (2, job["stderr"])):
+                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+            os.chdir(job["workdir"])
+            sys.path.insert(0, job["site"])
+            if job["patched"]:
+                import diffusers_patched  # noqa: F401 (activates the site's vendored tree, as the .pth does)
+            from diffusers_patched.selftest import scenarios
+
+            scenarios._main(scenarios.SCENARIOS, job["workdir"], *job["names"])
+            status = 0
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+    os.waitpid(pid, 0)
+    print("done", flush=True)
+"""
+
+
+class ForkedScenarioRunner:
+    """`run(names, patched, site)`: `run_scenarios(names, patched, site=site)` in a fork of the server interpreter."""
+
+    def __init__(self):
+        # DIFFUSERS_PATCHED=0: the .pth leaves diffusers-patched unimported in the server, for each fork to import.
+        env = {**os.environ, "DIFFUSERS_PATCHED": "0", "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+        self.server = subprocess.Popen(
+            [sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
+
+    def run(self, names, patched, site):
+        with tempfile.TemporaryDirectory() as workdir:
+            stdout, stderr = Path(workdir) / "stdout", Path(workdir) / "stderr"
+            job = {"names": names, "patched": patched, "site": str(site), "workdir": workdir}
+            self.server.stdin.write(json.dumps({**job, "stdout": str(stdout), "stderr": str(stderr)}) + "\n")
+            self.server.stdin.flush()
+            if self.server.stdout.readline() != "done\n":
+                raise RuntimeError(f"the scenario server exited ({self.server.wait()}); its stderr is above")
+            return read_outcomes(stdout.read_text(), stderr.read_text(), names)
+
+    def close(self):
+        self.server.stdin.close()
+        self.server.wait()
