@@ -16,8 +16,7 @@ $(PYTHON):
 
 $(STAMP): pyproject.toml constraints.txt | $(PYTHON)
 	$(PYTHON) -m pip install --quiet --upgrade "pip>=24" "setuptools>=77" wheel
-	# --no-compile: an interpreter compiles what it imports, a fraction of what pip would compile (half the install).
-	$(PYTHON) -m pip install --quiet --no-compile -c constraints.txt ".[dev]"
+	$(PYTHON) -m pip install --quiet -c constraints.txt ".[dev]"
 	touch $(STAMP)
 
 # The package itself is reinstalled every time (non-editable, so its .pth file is installed too).

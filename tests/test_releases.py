@@ -19,9 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
+from diffusers_patched.selftest.scenarios import SCENARIOS
 from tests.conftest import REPO_ROOT, run_python
 from tests.support.assertions import diffs_as_judged
+from tests.support.forked_scenarios import ForkedScenarioRunner
 from tools import replays, series, upstream, wheels
 
 
@@ -38,11 +39,19 @@ def wheel_name(version):
 
 @pytest.fixture(scope="session")
 def release_outcomes(sites):
-    """{(release, side): {scenario: Outcome}}; two interpreters at a time (CI has two cores)."""
-    runs = [(version, side) for version in OLDER for side in SIDES]
+    """{(release, side): {scenario: Outcome}}; two releases at a time (CI has two cores), each side in a fork of an
+    interpreter that imported the release's stack once (tests/support/forked_scenarios.py)."""
+
+    def run_both_sides(version):
+        runner = ForkedScenarioRunner(stack_site=sites[version])
+        try:
+            return {side: runner.run(list(SCENARIOS), side == "patched", sites[version]) for side in SIDES}
+        finally:
+            runner.close()
+
     with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = pool.map(lambda run: run_scenarios(list(SCENARIOS), run[1] == "patched", site=sites[run[0]]), runs)
-        return dict(zip(runs, outcomes))
+        by_version = dict(zip(OLDER, pool.map(run_both_sides, OLDER)))
+    return {(version, side): outcomes[side] for version, outcomes in by_version.items() for side in SIDES}
 
 
 def comparable(outcome):

@@ -1,12 +1,13 @@
 """Scenario runs forked from one interpreter that has imported the stack once.
 
-tests/test_each_fix_is_necessary.py runs the scenarios against one site per patch, sites that differ from the installed
-package only in diffusers-patched's vendored tree. A fresh interpreter spends about 5 s importing torch, transformers,
-accelerate, peft and bitsandbytes before the first scenario; here one server interpreter imports them once, without
-diffusers or diffusers-patched, and forks for each run. The fork puts the site first on the path and imports
-diffusers-patched from it, as the .pth file of a fresh interpreter with the site first on PYTHONPATH does, then runs
-the scenarios as `run_scenarios` does. A site holding other versions of the stack (tools/wheels.py `release_site` for a
-release with stack pins) must not be run here: the stack the server imported would serve it.
+A fresh interpreter spends about 5 s importing torch, transformers, accelerate, peft and bitsandbytes before the first
+scenario. tests/test_each_fix_is_necessary.py runs the scenarios against one site per patch, sites that differ from
+the installed package only in diffusers-patched's vendored tree; tests/test_releases.py runs both sides on each
+release's site. Here one server interpreter imports the stack once, without diffusers or diffusers-patched, and forks
+for each run. The fork puts its site first on the path and imports diffusers-patched from it, switched on or off as
+the side asks, as the .pth file of a fresh interpreter with the site first on PYTHONPATH does (the fork checks both);
+then it runs the scenarios as `run_scenarios` does. A site that pins other versions of the stack (tools/wheels.py
+`release_site`) is the server's own (`stack_site`), so that the server imports them from it.
 """
 
 import json
@@ -36,9 +37,13 @@ for line in sys.stdin:
                 os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
             os.chdir(job["workdir"])
             sys.path.insert(0, job["site"])
-            if job["patched"]:
-                import diffusers_patched  # noqa: F401 (activates the site's vendored tree, as the .pth does)
+            # What the .pth reads; importing the package activates the site's vendored tree, or leaves it off.
+            os.environ["DIFFUSERS_PATCHED"] = "1" if job["patched"] else "0"
+            from diffusers_patched import activation
             from diffusers_patched.selftest import scenarios
+
+            assert activation.__file__.startswith(job["site"]), activation.__file__
+            assert activation.state.reason.startswith("active") == job["patched"], activation.state.reason
 
             scenarios._main(scenarios.SCENARIOS, job["workdir"], *job["names"])
             status = 0
@@ -46,17 +51,18 @@ for line in sys.stdin:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(status)
-    os.waitpid(pid, 0)
-    print("done", flush=True)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
 """
 
 
 class ForkedScenarioRunner:
     """`run(names, patched, site)`: `run_scenarios(names, patched, site=site)` in a fork of the server interpreter."""
 
-    def __init__(self):
+    def __init__(self, stack_site=None):
         # DIFFUSERS_PATCHED=0: the .pth leaves diffusers-patched unimported in the server, for each fork to import.
         env = {**os.environ, "DIFFUSERS_PATCHED": "0", "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+        if stack_site is not None:
+            env["PYTHONPATH"] = os.pathsep.join([str(stack_site), *filter(None, [os.environ.get("PYTHONPATH")])])
         self.server = subprocess.Popen(
             [sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
@@ -67,8 +73,11 @@ class ForkedScenarioRunner:
             job = {"names": names, "patched": patched, "site": str(site), "workdir": workdir}
             self.server.stdin.write(json.dumps({**job, "stdout": str(stdout), "stderr": str(stderr)}) + "\n")
             self.server.stdin.flush()
-            if self.server.stdout.readline() != "done\n":
+            status = self.server.stdout.readline()
+            if not status:
                 raise RuntimeError(f"the scenario server exited ({self.server.wait()}); its stderr is above")
+            if int(status) != 0:
+                raise RuntimeError(f"the scenario run exited with {int(status)}:\n{stderr.read_text()[-3000:]}")
             return read_outcomes(stdout.read_text(), stderr.read_text(), names)
 
     def close(self):
