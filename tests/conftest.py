@@ -12,10 +12,9 @@ import torch
 
 from diffusers_patched.selftest.gpu_scenarios import GPU_SCENARIOS
 from diffusers_patched.selftest.scenarios import SCENARIOS, Outcome, run_each_apart, run_scenarios
+from tools import REPO_ROOT
 from tools.interpreter import run_python
 
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # The tests under tests/gpu/ (marker `gpu`): skipped, saying why, wherever torch sees no CUDA device. `make test-gpu`
 # runs them on a machine with one.

@@ -1104,3 +1104,7 @@ def test_a_replay_leaving_a_patch_out_starts_from_the_primarys_commits(project, 
         git(tmp_path / "without", "rev-parse", "HEAD~1").stdout
         == git(tmp_path / "primary", "rev-parse", "HEAD~2").stdout
     )
+
+
+def test_a_release_candidate_sorts_before_its_release():
+    assert sorted(["0.43.0", "0.43.0rc1", "0.42.1"], key=upstream.version_key) == ["0.42.1", "0.43.0rc1", "0.43.0"]

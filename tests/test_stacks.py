@@ -6,6 +6,7 @@ import re
 import zipfile
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from diffusers_patched.activation import verified_ranges
 from tests.conftest import REPO_ROOT, run_python
@@ -18,7 +19,7 @@ POST = PROJECT.read_releases()["post"]
 
 def declared_dependencies():
     """The canonical names of the stack the installed build declares (diffusers aside, the `lora` extra included)."""
-    return {wheels.canonical(name) for name in verified_ranges()}
+    return {canonicalize_name(name) for name in verified_ranges()}
 
 
 def test_every_release_has_a_floor_of_each_declared_dependency_and_newest_pins_them_all():
@@ -43,7 +44,7 @@ def test_each_wheel_requires_its_release_verified_ranges(dist):
         for line in re.findall(r"^Requires-Dist: (.*)$", metadata, re.MULTILINE):
             requirement = Requirement(line)
             if requirement.marker is None or requirement.marker.evaluate({"extra": "lora"}):
-                found[wheels.canonical(requirement.name)] = str(requirement.specifier)
+                found[canonicalize_name(requirement.name)] = str(requirement.specifier)
         ranges = wheels.verified_ranges(version)
         expected = {"diffusers": f"=={version}", **{name: f">={floor}" for name, floor in ranges.items()}}
         assert found == expected, version
@@ -55,7 +56,7 @@ def test_newest_stack_takes_the_release_own_pins():
     for version in PROJECT.supported_releases():
         own = dict(line.split("==") for line in PROJECT.release_record(version).get("stack", []))
         pins = stacks.stack_pins(PROJECT, version, stacks.NEWEST)
-        assert pins == {**newest, **{wheels.canonical(name): pin for name, pin in own.items()}}
+        assert pins == {**newest, **{canonicalize_name(name): pin for name, pin in own.items()}}
 
 
 def test_a_regression_is_what_passes_patched_on_the_verified_stack_only():
@@ -101,5 +102,5 @@ def test_status_lists_the_installed_stack_inside_its_ranges(tmp_path):
     lines = result.stdout.splitlines()
     start = lines.index(f"stack (verified ranges of diffusers-patched {PROJECT.read_base()['version']}.post{POST}):")
     listed = [line.split()[0] for line in lines[start + 1 : start + 1 + len(declared_dependencies())]]
-    assert {wheels.canonical(name.rstrip(":")) for name in listed} == declared_dependencies()
+    assert {canonicalize_name(name.rstrip(":")) for name in listed} == declared_dependencies()
     assert not any("OUTSIDE" in line for line in lines)

@@ -18,10 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import REPO_ROOT
 from .upstream import cache_dir
 
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # name -> (Flux transformer width in attention heads of 64, double blocks, single blocks)
 FLUX_SIZES = {"tiny": (1, 1, 1), "small": (4, 2, 4), "medium": (12, 4, 8)}

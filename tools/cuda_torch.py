@@ -16,8 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+
 DEFAULT_INDEX_URL = "https://pypi.org/simple"
 
 

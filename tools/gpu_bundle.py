@@ -18,6 +18,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from . import series, upstream, vendoring, wheels
 
 
@@ -82,7 +84,7 @@ def build_bundle(out, python_version):
         download([f"{name}=={pins[name]}" for name in WITH_DEPENDENCIES], tmp, python_version, dependencies=True)
         download([f"bitsandbytes=={pins['bitsandbytes']}"], tmp, python_version, dependencies=False)
         for wheel in Path(tmp).glob("*.whl"):
-            if wheels.canonical(wheel.name.split("-")[0]) not in ALREADY_THERE:
+            if canonicalize_name(wheel.name.split("-")[0]) not in ALREADY_THERE:
                 shutil.move(wheel, out / wheel.name)
     (bnb,) = out.glob("bitsandbytes-*.whl")
     reduce_bitsandbytes(bnb)

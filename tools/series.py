@@ -21,7 +21,6 @@ from . import SeriesError, releases, replays, upstream, vendoring
 from .git import git, run_isolated
 
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 FORMAT_PATCH_FLAGS = [
     "--keep-subject",
     "--no-stat",

@@ -26,6 +26,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from diffusers_patched.selftest.judges import holds
 from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
 from tools import series, upstream, wheels
@@ -50,7 +52,7 @@ def stack_pins(project, version, stack):
         return wheels.verified_ranges(version)
     own = dict(line.split("==") for line in project.release_record(version).get("stack", []))
     newest = wheels.read_pins(wheels.STACKS_DIR / "newest.txt")
-    return {**newest, **{wheels.canonical(name): pin for name, pin in own.items()}}
+    return {**newest, **{canonicalize_name(name): pin for name, pin in own.items()}}
 
 
 def _pip_error(output):
@@ -96,7 +98,7 @@ def stack_site(wheel, version, pins):
 
 
 def _own(pin):
-    return wheels.canonical(pin.split("==")[0]) in OWN
+    return canonicalize_name(pin.split("==")[0]) in OWN
 
 
 def installed_plan(site):

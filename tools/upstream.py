@@ -3,13 +3,14 @@ cached, and as git repositories of one commit each."""
 
 import hashlib
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
+
+from packaging.version import Version
 
 from . import SeriesError
 from .git import borrow_objects, git
@@ -20,7 +21,8 @@ UPSTREAM_SOURCE_DIR = "src/"
 
 
 def version_key(version):
-    return tuple(int(part) for part in re.findall(r"\d+", version))
+    # PEP 440 order: a release candidate sorts before its release.
+    return Version(version)
 
 
 def sha256_of(path):

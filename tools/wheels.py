@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from . import releases, series, upstream, vendoring
 
 
@@ -29,10 +31,6 @@ _RANGE_RE = re.compile(r'"([A-Za-z0-9_.-]+)>=[^"]*"')
 STACKS_DIR = series.REPO_ROOT / "constraints"
 
 
-def canonical(name):
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def read_pins(path):
     """{canonical name: version} of a constraints file's `name==version` lines."""
     pins = {}
@@ -40,7 +38,7 @@ def read_pins(path):
         line = line.split("#", 1)[0].strip()
         if line:
             name, version = line.split("==")
-            pins[canonical(name)] = version
+            pins[canonicalize_name(name)] = version
     return pins
 
 
@@ -59,7 +57,7 @@ def verified_ranges(version):
 def with_verified_ranges(pyproject, version):
     """`pyproject` (text) with each dependency's lower bound set to `version`'s verified range (its floor stack)."""
     ranges = verified_ranges(version)
-    declared = {canonical(name) for name in _RANGE_RE.findall(pyproject)}
+    declared = {canonicalize_name(name) for name in _RANGE_RE.findall(pyproject)}
     if not set(ranges) <= declared:
         raise series.SeriesError(
             f"constraints/floor-{version}.txt pins {sorted(set(ranges) - declared)}, which pyproject.toml does not "
@@ -67,7 +65,7 @@ def with_verified_ranges(pyproject, version):
         )
 
     def verified(match):
-        floor = ranges.get(canonical(match[1]))
+        floor = ranges.get(canonicalize_name(match[1]))
         return match[0] if floor is None else f'"{match[1]}>={floor}"'
 
     return _RANGE_RE.sub(verified, pyproject)
