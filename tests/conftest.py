@@ -3,7 +3,6 @@ import json
 import os
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
@@ -11,7 +10,8 @@ import pytest
 import torch
 
 from diffusers_patched.selftest.gpu_scenarios import GPU_SCENARIOS
-from diffusers_patched.selftest.scenarios import SCENARIOS, Outcome, run_each_apart, run_scenarios
+from diffusers_patched.selftest.scenarios import SCENARIOS, Outcome, run_each_apart
+from tests.support.forked_scenarios import ForkedScenarioRunner
 from tools import REPO_ROOT
 from tools.interpreter import run_python
 
@@ -105,9 +105,18 @@ def sites(dist):
     }
 
 
-def _scenario_outcomes(session, side):
-    """Every registered scenario on `side`, once per run: `{name: Outcome}`. One interpreter per side; when the run
-    asks for both sides (not `make test-fast`), both run at the same time."""
+@pytest.fixture(scope="session")
+def scenario_runner():
+    """Scenario runs forked from one interpreter of this pytest process that imported the stack once
+    (tests/support/forked_scenarios.py)."""
+    runner = ForkedScenarioRunner()
+    yield runner
+    runner.close()
+
+
+def _scenario_outcomes(session, side, scenario_runner):
+    """Every registered scenario on `side`, once per run: `{name: Outcome}`; when the run asks for both sides (not
+    `make test-fast`), both, one after the other."""
     sides = [
         other
         for other in ("upstream", "patched")
@@ -115,26 +124,25 @@ def _scenario_outcomes(session, side):
     ]
 
     def run(directory):
-        with ThreadPoolExecutor(max_workers=len(sides)) as pool:
-            runs = {other: pool.submit(run_scenarios, list(SCENARIOS), patched=other == "patched") for other in sides}
-            for other, outcomes in runs.items():
-                report = {name: asdict(outcome) for name, outcome in outcomes.result().items()}
-                (directory / f"{other}.json").write_text(json.dumps(report))
+        for other in sides:
+            outcomes = scenario_runner.run(list(SCENARIOS), patched=other == "patched")
+            report = {name: asdict(outcome) for name, outcome in outcomes.items()}
+            (directory / f"{other}.json").write_text(json.dumps(report))
 
     path = shared(f"scenarios-{'-'.join(sides)}", run) / f"{side}.json"
     return {name: Outcome(**outcome) for name, outcome in json.loads(path.read_text()).items()}
 
 
 @pytest.fixture(scope="session")
-def upstream_outcomes(request):
+def upstream_outcomes(request, scenario_runner):
     """Every registered scenario, run on upstream (DIFFUSERS_PATCHED=0): `{name: Outcome}`."""
-    return _scenario_outcomes(request.session, "upstream")
+    return _scenario_outcomes(request.session, "upstream", scenario_runner)
 
 
 @pytest.fixture(scope="session")
-def patched_outcomes(request):
+def patched_outcomes(request, scenario_runner):
     """Every registered scenario, run with the patches: `{name: Outcome}`."""
-    return _scenario_outcomes(request.session, "patched")
+    return _scenario_outcomes(request.session, "patched", scenario_runner)
 
 
 def _gpu_outcomes(patched):

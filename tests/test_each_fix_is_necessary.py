@@ -5,7 +5,7 @@ The series is replayed without that patch (git, 3-way merges); a later patch tha
 code or its context) is left out too, and the test names those in its message and in `LEFT_OUT_TOGETHER`, so that a
 dependency between patches is always written down. The replayed tree is vendored into a copy of the package put first
 on the path, as the per-release checks do with another release, and the scenarios run in a fork of an interpreter that
-imported the stack once (tests/support/forked_scenarios.py).
+imported the stack once (`scenario_runner`, tests/support/forked_scenarios.py).
 """
 
 import pytest
@@ -13,7 +13,6 @@ import pytest
 from diffusers_patched.selftest.scenarios import REFUSED, RIGHT, SCENARIOS
 from tests.conftest import REPO_ROOT
 from tests.support.assertions import figures_off_the_margin
-from tests.support.forked_scenarios import ForkedScenarioRunner
 from tools import series, vendoring, wheels
 
 
@@ -92,13 +91,6 @@ def primary(tmp_path_factory):
     repo = tmp_path_factory.mktemp("primary") / "repo"
     series.scratch_checkout(PROJECT, repo)
     return repo
-
-
-@pytest.fixture(scope="module")
-def scenario_runner():
-    runner = ForkedScenarioRunner()
-    yield runner
-    runner.close()
 
 
 def site_without(patch, primary, directory):

@@ -8,7 +8,6 @@ import torch
 
 from diffusers_patched.selftest.judges import RIGHT, TOLERANCE, WRONG, close, identical, within_tolerance
 from diffusers_patched.selftest.nudged import NUDGED_SCENARIOS
-from diffusers_patched.selftest.scenarios import run_scenarios
 from tests.support.assertions import META_COPY_ERROR, assert_clearly_wrong, assert_raised, result_of
 
 
@@ -54,12 +53,12 @@ HUNYUAN = "group-offload-hunyuan-dit to disk, nudged reference"
 LTX = "ltx-video-vae-without-timestep-scale-multiplier, nudged reference"
 
 
-def run_nudged(patched):
-    return run_scenarios(list(NUDGED_SCENARIOS), patched=patched, module="diffusers_patched.selftest.nudged")
+def run_nudged(runner, patched):
+    return runner.run(list(NUDGED_SCENARIOS), patched=patched, module="diffusers_patched.selftest.nudged")
 
 
-def test_right_results_read_right_against_a_reference_nudged_by_one_ulp():
-    outcomes = run_nudged(patched=True)
+def test_right_results_read_right_against_a_reference_nudged_by_one_ulp(scenario_runner):
+    outcomes = run_nudged(scenario_runner, patched=True)
     verdicts = {name: outcome.verdict(NUDGED_SCENARIOS[name]) for name, outcome in outcomes.items()}
     assert {name: verdict for name, verdict in verdicts.items() if verdict[0] != RIGHT} == {}
     # The nudge moves the outputs by float32 rounding, as another kernel path does: never 0, always within tolerance.
@@ -71,8 +70,8 @@ def test_right_results_read_right_against_a_reference_nudged_by_one_ulp():
 
 
 @pytest.mark.upstream
-def test_wrong_results_read_wrong_against_a_reference_nudged_by_one_ulp():
-    outcomes = run_nudged(patched=False)
+def test_wrong_results_read_wrong_against_a_reference_nudged_by_one_ulp(scenario_runner):
+    outcomes = run_nudged(scenario_runner, patched=False)
     # Upstream's leaf groups write T5's tied embedding to disk after emptying it.
     assert outcomes[GLM].verdict(NUDGED_SCENARIOS[GLM])[0] == WRONG
     assert_clearly_wrong(result_of(outcomes[GLM])["diffs"])

@@ -5,7 +5,6 @@ import re
 
 from diffusers_patched.selftest.judges import FAILS, RIGHT
 from diffusers_patched.selftest.offload_modes import OFFLOAD_MODE_SCENARIOS
-from diffusers_patched.selftest.scenarios import run_scenarios
 from diffusers_patched.selftest.tiny_pipelines import OFFLOAD_MODES, TINY_OFFLOAD_PIPELINES
 from tests.conftest import REPO_ROOT
 from tests.support.assertions import figures_off_the_margin
@@ -41,10 +40,10 @@ def offload_table(upstream, patched):
     return "\n".join(rows)
 
 
-def test_every_offload_mode_is_right_patched_and_the_readme_table_is_measured():
+def test_every_offload_mode_is_right_patched_and_the_readme_table_is_measured(scenario_runner):
     names = list(OFFLOAD_MODE_SCENARIOS)
-    upstream = run_scenarios(names, patched=False, module="diffusers_patched.selftest.offload_modes")
-    patched = run_scenarios(names, patched=True, module="diffusers_patched.selftest.offload_modes")
+    upstream = scenario_runner.run(names, patched=False, module="diffusers_patched.selftest.offload_modes")
+    patched = scenario_runner.run(names, patched=True, module="diffusers_patched.selftest.offload_modes")
     verdicts = {name: patched[name].verdict(OFFLOAD_MODE_SCENARIOS[name]) for name in names}
     assert {name: verdict for name, verdict in verdicts.items() if verdict[0] != RIGHT} == {}
     assert figures_off_the_margin(upstream) == figures_off_the_margin(patched) == {}

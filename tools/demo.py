@@ -6,7 +6,7 @@ import sys
 
 from diffusers_patched.selftest.judges import holds
 from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
-from tools import series, wheels
+from tools import REPO_ROOT, series, wheels
 
 
 def _cell(scenario, outcome, width=100):
@@ -27,7 +27,7 @@ def main(argv=None):
     names = args.names or list(SCENARIOS)
     site, recorded = None, {}
     if args.release:
-        project = series.Project(series.REPO_ROOT)
+        project = series.Project(REPO_ROOT)
         try:
             site = wheels.release_site(project, args.release)
         except series.SeriesError as e:

@@ -30,7 +30,7 @@ from packaging.utils import canonicalize_name
 
 from diffusers_patched.selftest.judges import holds
 from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
-from tools import series, upstream, wheels
+from tools import REPO_ROOT, series, upstream, wheels
 from tools.carried_tests import passed_tests, run_carried_tests, write_carried_tests
 from tools.interpreter import run_python
 
@@ -217,7 +217,7 @@ def main(argv=None):
     parser.add_argument("--stack", action="append", choices=STACKS, help="a stack (repeatable; default: all)")
     parser.add_argument("--out", default="build/stacks.md", help="where the table goes too (default: %(default)s)")
     args = parser.parse_args(argv)
-    project = series.Project(series.REPO_ROOT)
+    project = series.Project(REPO_ROOT)
     versions = args.release or project.supported_releases()
     stacks = [stack for stack in STACKS if stack in (args.stack or STACKS)]
     start = time.monotonic()

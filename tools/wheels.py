@@ -19,7 +19,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from . import releases, series, upstream, vendoring
+from . import REPO_ROOT, releases, series, upstream, vendoring
 
 
 # 2000-01-01, like the scratch commits: wheels depend on the sources only, not on when they were built.
@@ -28,7 +28,7 @@ PACKAGE_FILES = ["pyproject.toml", "setup.py", "README.md"]
 _PIN_RE = re.compile(r'"diffusers==[^"]*"')
 _RANGE_RE = re.compile(r'"([A-Za-z0-9_.-]+)>=[^"]*"')
 # The dependency stacks each release is checked on (`make test-stacks`, tools/stacks.py).
-STACKS_DIR = series.REPO_ROOT / "constraints"
+STACKS_DIR = REPO_ROOT / "constraints"
 
 
 def read_pins(path):

@@ -3,7 +3,8 @@
 A fresh interpreter spends about 5 s importing torch, transformers, accelerate, peft and bitsandbytes before the first
 scenario. tests/test_each_fix_is_necessary.py runs the scenarios against one site per patch, sites that differ from
 the installed package only in diffusers-patched's vendored tree; tests/test_releases.py runs both sides on each
-release's site. Here one server interpreter imports the stack once, without diffusers or diffusers-patched, and forks
+release's site; the other tests run the primary's scenarios, offload modes and nudged comparisons on both sides
+(`scenario_runner` in conftest.py: one server per pytest process). Here one server interpreter imports the stack once, without diffusers or diffusers-patched, and forks
 for each run. The fork puts its site first on the path and imports diffusers-patched from it, switched on or off as
 the side asks, as the .pth file of a fresh interpreter with the site first on PYTHONPATH does (the fork checks both);
 then it runs the scenarios as `run_scenarios` does. A site that pins other versions of the stack (tools/wheels.py
@@ -21,7 +22,7 @@ from diffusers_patched.selftest.scenarios import read_outcomes
 
 
 _SERVER = """
-import json, os, sys
+import json, os, runpy, sys
 
 import accelerate, bitsandbytes, gguf, huggingface_hub, peft, safetensors.torch, torch, transformers  # noqa: F401
 
@@ -36,16 +37,17 @@ for line in sys.stdin:
             for fd, path in ((1, job["stdout"]), (2, job["stderr"])):
                 os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
             os.chdir(job["workdir"])
-            sys.path.insert(0, job["site"])
-            # What the .pth reads; importing the package activates the site's vendored tree, or leaves it off.
+            if job["site"]:
+                sys.path.insert(0, job["site"])
+            # What the .pth reads; importing the package activates the vendored tree, or leaves it off.
             os.environ["DIFFUSERS_PATCHED"] = "1" if job["patched"] else "0"
             from diffusers_patched import activation
-            from diffusers_patched.selftest import scenarios
 
-            assert activation.__file__.startswith(job["site"]), activation.__file__
+            assert activation.__file__.startswith(job["site"] or ""), activation.__file__
             assert activation.state.reason.startswith("active") == job["patched"], activation.state.reason
-
-            scenarios._main(scenarios.SCENARIOS, job["workdir"], *job["names"])
+            # `python -m MODULE WORKDIR NAMES...`, as run_scenarios starts it.
+            sys.argv = [job["module"], job["workdir"], *job["names"]]
+            runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
             status = 0
         finally:
             sys.stdout.flush()
@@ -56,7 +58,8 @@ for line in sys.stdin:
 
 
 class ForkedScenarioRunner:
-    """`run(names, patched, site)`: `run_scenarios(names, patched, site=site)` in a fork of the server interpreter."""
+    """`run(names, patched, site, module)`: `run_scenarios(names, patched, module, site=site)` in a fork of the
+    server interpreter."""
 
     def __init__(self, stack_site=None):
         # DIFFUSERS_PATCHED=0: the .pth leaves diffusers-patched unimported in the server, for each fork to import.
@@ -67,10 +70,11 @@ class ForkedScenarioRunner:
             [sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
 
-    def run(self, names, patched, site):
+    def run(self, names, patched, site=None, module="diffusers_patched.selftest.scenarios"):
         with tempfile.TemporaryDirectory() as workdir:
             stdout, stderr = Path(workdir) / "stdout", Path(workdir) / "stderr"
-            job = {"names": names, "patched": patched, "site": str(site), "workdir": workdir}
+            site = None if site is None else str(site)
+            job = {"names": names, "patched": patched, "site": site, "module": module, "workdir": workdir}
             self.server.stdin.write(json.dumps({**job, "stdout": str(stdout), "stderr": str(stderr)}) + "\n")
             self.server.stdin.flush()
             status = self.server.stdout.readline()
