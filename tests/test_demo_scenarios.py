@@ -7,6 +7,7 @@ numbers, counts, devices or the error it raised; the tests assert on those. Test
 
 import pytest
 
+from diffusers_patched.selftest.judges import TOLERANCE
 from diffusers_patched.selftest.scenarios import PLAN_BUDGETS, REFUSED, RIGHT, SCENARIOS, WRONG
 from tests.conftest import REPO_ROOT
 from tests.support.assertions import (
@@ -57,6 +58,8 @@ def test_upstream_verdicts_are_not_right(upstream_outcomes):
         "bnb-4bit-save-after-cpu-forward",
         "bnb-device-map-balanced-plan",
         "bnb-text-encoder-with-device-map",
+        "fuse-lora-group-offloaded-to-disk",
+        "fuse-lora-under-offload-hooks",
         "group-offload-glm-image-leaf-level",
         "group-offload-weights-tied-across-blocks",
         "save-model-with-lora-injected",
@@ -354,6 +357,46 @@ def test_fuse_lora_into_gguf(patched_outcomes):
     assert result["fused_bytes"] * 34 == result["quantized_bytes"] * 4 * 32
     assert result["restored"] == result["quantized_weights"] > 0
     assert result["meta_tensors"] == 0
+
+
+# fuse-lora-into-offloaded-weights.
+@upstream
+def test_fuse_lora_under_offload_hooks_upstream(upstream_outcomes):
+    # PEFT merged the LoRA into the meta placeholders and stopped applying it: the outputs are those without it.
+    result = result_of(upstream_outcomes["fuse-lora-under-offload-hooks"])
+    assert_clearly_wrong(result["fused_diffs"])
+    assert result["fused_diffs"] == pytest.approx(result["lora_effects"], abs=TOLERANCE)
+
+
+def test_fuse_lora_under_offload_hooks(patched_outcomes):
+    result = result_of(patched_outcomes["fuse-lora-under-offload-hooks"])
+    assert_close_to_reference(result["fused_diffs"], 2)
+    assert_close_to_reference(result["unfused_diffs"], 2)
+    assert_clearly_wrong(result["lora_effects"])
+    # The hooks offload the fused weights as they offloaded the others.
+    assert result["weights_off_meta"] == 0
+
+
+@upstream
+def test_fuse_lora_group_offloaded_to_disk_upstream(upstream_outcomes):
+    # The layers compute with the weights in the offload files, where nothing was fused.
+    result = result_of(upstream_outcomes["fuse-lora-group-offloaded-to-disk"])
+    assert result["refused"] is None
+    assert_clearly_wrong(result["fused_diffs"])
+    assert result["fused_diffs"] == pytest.approx(result["lora_effects"], abs=TOLERANCE)
+
+
+def test_fuse_lora_group_offloaded_to_disk(patched_outcomes):
+    result = result_of(patched_outcomes["fuse-lora-group-offloaded-to-disk"])
+    assert result["refused"].startswith(
+        "Cannot fuse the LoRA adapters ['default_0'] of UNet2DConditionModel: group offloading computes with the "
+        "weights it saved to `"
+    )
+    assert result["refused"].endswith(
+        "Call `fuse_lora()` before enabling group offloading, or enable it without `offload_to_disk_path`."
+    )
+    # Refused before anything was fused: the LoRA still applies.
+    assert_close_to_reference(result["diffs_after_refusal"], 1)
 
 
 # ltx2-single-file-converters-take-only-their-own-weights, ltx2-single-file-map-ltx-2-3-keys and

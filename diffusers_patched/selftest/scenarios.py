@@ -1126,6 +1126,120 @@ def fuse_lora_into_gguf(workdir):
     }
 
 
+def _sd_lora(pipe):
+    """A LoRA for the text encoder and the unet of a tiny SD pipeline, for `load_lora_weights`. The unet's is scaled
+    down to a LoRA's usual size next to the weights: fusing then unfusing one as large as the weights leaves rounding
+    of their size in them (2e-4 at the output), which would blur what these scenarios compare."""
+    unet_lora = _text_encoder_lora(pipe.unet, prefix="unet", targets=(".to_q", ".to_v"))
+    return {
+        **_text_encoder_lora(pipe.text_encoder),
+        **{key: value * 0.01 if key.endswith("lora_B.weight") else value for key, value in unet_lora.items()},
+    }
+
+
+def _sd_outputs(pipe):
+    return [_encode(pipe.text_encoder), _unet_output(pipe.unet)]
+
+
+def _output_diffs(pipe, expected):
+    return [(output - e).abs().max().item() for output, e in zip(_sd_outputs(pipe), expected)]
+
+
+def _lora_fused_and_unfused_outputs(path):
+    """The text encoder's and the unet's outputs with the LoRA, fused, then unfused, without offloading."""
+    pipe = load_tiny_sd_pipeline(path)
+    pipe.load_lora_weights(_sd_lora(pipe))
+    with_lora = _sd_outputs(pipe)
+    pipe.fuse_lora(components=["text_encoder", "unet"])
+    fused = _sd_outputs(pipe)
+    pipe.unfuse_lora(components=["text_encoder", "unet"])
+    return with_lora, fused, _sd_outputs(pipe)
+
+
+def _judge_fuse_lora_under_offload_hooks(result):
+    if result["weights_off_meta"]:
+        return WRONG, f"{result['weights_off_meta']} weights left off the meta device: no longer offloaded"
+    return close(result["fused_diffs"] + result["unfused_diffs"], what="output max abs diff to fusing unoffloaded")
+
+
+@scenario(
+    "fuse-lora-under-offload-hooks",
+    patch="fuse-lora-into-offloaded-weights.patch",
+    summary=(
+        "text encoder and unet with a LoRA under accelerate.cpu_offload (the hooks of enable_sequential_cpu_offload): "
+        "pipe.fuse_lora(), pipe.unfuse_lora(), vs. the same without offloading"
+    ),
+    text=(
+        "fused: max abs diff {fused_diffs} (the LoRA moves the outputs by {lora_effects}), {weights_off_meta} weights "
+        "left off meta; unfused: {unfused_diffs}"
+    ),
+    judge=_judge_fuse_lora_under_offload_hooks,
+)
+def fuse_lora_under_offload_hooks(workdir):
+    import torch
+    from accelerate import cpu_offload
+
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    _, expected_fused, expected_unfused = _lora_fused_and_unfused_outputs(path)
+    pipe = load_tiny_sd_pipeline(path)
+    without_lora = _sd_outputs(pipe)
+    pipe.load_lora_weights(_sd_lora(pipe))
+    for model in (pipe.text_encoder, pipe.unet):
+        cpu_offload(model, torch.device("cpu"))
+
+    pipe.fuse_lora(components=["text_encoder", "unet"])
+    weights_off_meta = sum(
+        not param.is_meta for model in (pipe.text_encoder, pipe.unet) for param in model.parameters()
+    )
+    fused_diffs = _output_diffs(pipe, expected_fused)
+    pipe.unfuse_lora(components=["text_encoder", "unet"])
+    return {
+        "fused_diffs": fused_diffs,
+        "lora_effects": [(e - w).abs().max().item() for e, w in zip(expected_fused, without_lora)],
+        "weights_off_meta": weights_off_meta,
+        "unfused_diffs": _output_diffs(pipe, expected_unfused),
+    }
+
+
+def _judge_fuse_lora_group_offloaded_to_disk(result):
+    if result["refused"]:
+        verdict, figure = close(result["diffs_after_refusal"], what="then output max abs diff to the LoRA's unfused")
+        return (REFUSED, f"{result['refused'].split(':')[0]}; {figure}") if verdict == RIGHT else (verdict, figure)
+    return close(result["fused_diffs"], what="fused: output max abs diff to fusing unoffloaded")
+
+
+@scenario(
+    "fuse-lora-group-offloaded-to-disk",
+    patch="fuse-lora-into-offloaded-weights.patch",
+    summary="unet with a LoRA, leaf-level group offloading to disk: pipe.fuse_lora(), vs. the same without offloading",
+    text=(
+        "refused: {refused}, then max abs diff {diffs_after_refusal} / fused: max abs diff {fused_diffs} (the LoRA "
+        "moves the output by {lora_effects})"
+    ),
+    judge=_judge_fuse_lora_group_offloaded_to_disk,
+)
+def fuse_lora_group_offloaded_to_disk(workdir):
+    import torch
+
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    expected_with_lora, expected_fused, _ = _lora_fused_and_unfused_outputs(path)
+    pipe = load_tiny_sd_pipeline(path)
+    without_lora = _unet_output(pipe.unet)
+    pipe.load_lora_weights(_sd_lora(pipe))
+    pipe.unet.enable_group_offload(
+        torch.device("cpu"), offload_type="leaf_level", offload_to_disk_path=str(workdir / "offload")
+    )
+    result = {"lora_effects": [(expected_fused[1] - without_lora).abs().max().item()]}
+    try:
+        pipe.fuse_lora(components=["unet"])
+    except ValueError as e:
+        # Nothing fused: the LoRA still applies on top of the weights.
+        diffs = [(_unet_output(pipe.unet) - expected_with_lora[1]).abs().max().item()]
+        return {**result, "refused": str(e), "diffs_after_refusal": diffs, "fused_diffs": None}
+    diffs = [(_unet_output(pipe.unet) - expected_fused[1]).abs().max().item()]
+    return {**result, "refused": None, "diffs_after_refusal": None, "fused_diffs": diffs}
+
+
 def _judge_save_model_with_lora_injected(result):
     if result["refused"]:
         return REFUSED, result["refused"].split(":")[0]

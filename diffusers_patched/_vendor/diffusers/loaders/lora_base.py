@@ -17,6 +17,7 @@ import copy
 import inspect
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -88,23 +89,24 @@ def fuse_text_encoder_lora(text_encoder, lora_scale=1.0, safe_fusing=False, adap
     """
     merge_kwargs = {"safe_merge": safe_fusing}
 
-    for module in text_encoder.modules():
-        if isinstance(module, BaseTunerLayer):
-            if lora_scale != 1.0:
-                module.scale_layer(lora_scale)
+    with _fusing_into_offloaded_weights(text_encoder, "fuse", adapter_names):
+        for module in text_encoder.modules():
+            if isinstance(module, BaseTunerLayer):
+                if lora_scale != 1.0:
+                    module.scale_layer(lora_scale)
 
-            # For BC with previous PEFT versions, we need to check the signature
-            # of the `merge` method to see if it supports the `adapter_names` argument.
-            supported_merge_kwargs = list(inspect.signature(module.merge).parameters)
-            if "adapter_names" in supported_merge_kwargs:
-                merge_kwargs["adapter_names"] = adapter_names
-            elif "adapter_names" not in supported_merge_kwargs and adapter_names is not None:
-                raise ValueError(
-                    "The `adapter_names` argument is not supported with your PEFT version. "
-                    "Please upgrade to the latest version of PEFT. `pip install -U peft`"
-                )
+                # For BC with previous PEFT versions, we need to check the signature
+                # of the `merge` method to see if it supports the `adapter_names` argument.
+                supported_merge_kwargs = list(inspect.signature(module.merge).parameters)
+                if "adapter_names" in supported_merge_kwargs:
+                    merge_kwargs["adapter_names"] = adapter_names
+                elif "adapter_names" not in supported_merge_kwargs and adapter_names is not None:
+                    raise ValueError(
+                        "The `adapter_names` argument is not supported with your PEFT version. "
+                        "Please upgrade to the latest version of PEFT. `pip install -U peft`"
+                    )
 
-            module.merge(**merge_kwargs)
+                module.merge(**merge_kwargs)
 
 
 def unfuse_text_encoder_lora(text_encoder):
@@ -116,9 +118,10 @@ def unfuse_text_encoder_lora(text_encoder):
             The text encoder module to set the adapter layers for. If `None`, it will try to get the `text_encoder`
             attribute.
     """
-    for module in text_encoder.modules():
-        if isinstance(module, BaseTunerLayer):
-            module.unmerge()
+    with _fusing_into_offloaded_weights(text_encoder, "unfuse"):
+        for module in text_encoder.modules():
+            if isinstance(module, BaseTunerLayer):
+                module.unmerge()
 
 
 def set_adapters_for_text_encoder(
@@ -577,15 +580,16 @@ def _with_new_weights_map(hook):
     return hook
 
 
-def _restore_accelerate_hooks(removed, models):
+def _restore_accelerate_hooks(removed, models, weights_changed=False):
     """
     Attaches the hooks `_remove_accelerate_hooks` removed again, and hooks the modules added to `models` since (e.g.
-    LoRA layers) to run on the execution device of the hooked module nearest to them.
+    LoRA layers) to run on the execution device of the hooked module nearest to them. With `weights_changed` (e.g. a
+    LoRA was fused into them), the hooks offload the weights as they are now.
     """
     restored = {}
     for entry in removed:
         module, hook = entry["module"], entry["hook"]
-        unchanged = _tensor_specs(module, recurse=entry["recurse_tensors"]) == entry["tensors"]
+        unchanged = not weights_changed and _tensor_specs(module, recurse=entry["recurse_tensors"]) == entry["tensors"]
         if not unchanged:
             # The loader changed the module's tensors (e.g. resized an embedding): offload them as they are now.
             hook = _with_new_weights_map(hook)
@@ -643,6 +647,46 @@ def _restore_accelerate_hooks(removed, models):
                     skip_keys=nearest_hook.skip_keys,
                 ),
             )
+
+
+def _lora_adapters(model, merged=False):
+    adapters = set()
+    for module in model.modules():
+        if isinstance(module, BaseTunerLayer):
+            adapters.update(module.merged_adapters if merged else module.active_adapters)
+    return sorted(adapters)
+
+
+@contextmanager
+def _fusing_into_offloaded_weights(model, action, adapter_names=None):
+    """
+    Lets the LoRA layers of `model` be fused (`action="fuse"`) or unfused (`action="unfuse"`) where offloading keeps its
+    weights. Accelerate hooks that offload weights (e.g. `enable_sequential_cpu_offload()`) leave placeholders on the
+    meta device and compute with the weights they saved: they are removed while the weights change, then put back
+    offloading the changed weights. Group offloading to disk computes with the weights in its files, which fusing
+    cannot change: refused before anything is fused.
+    """
+    from ..hooks.group_offloading import _get_top_level_group_offload_hook
+
+    group_offload_hook = _get_top_level_group_offload_hook(model)
+    if group_offload_hook is not None and group_offload_hook.config.offload_to_disk_path is not None:
+        adapters = adapter_names or _lora_adapters(model, merged=action == "unfuse")
+        if adapters:
+            raise ValueError(
+                f"Cannot {action} the LoRA adapters {adapters} of {model.__class__.__name__}: group offloading "
+                f"computes with the weights it saved to `{group_offload_hook.config.offload_to_disk_path}`, which "
+                f"`{action}_lora()` cannot change. Call `{action}_lora()` before enabling group offloading, or enable "
+                "it without `offload_to_disk_path`."
+            )
+
+    if not any(hasattr(module, "_hf_hook") for module in model.modules()):
+        yield
+        return
+    removed_hooks = _remove_accelerate_hooks(model, recurse=True)
+    try:
+        yield
+    finally:
+        _restore_accelerate_hooks(removed_hooks, [model], weights_changed=True)
 
 
 class LoraBaseMixin:
@@ -841,9 +885,7 @@ class LoraBaseMixin:
                     model.unfuse_lora()
                 # handle transformers models.
                 if issubclass(model.__class__, PreTrainedModel):
-                    for module in model.modules():
-                        if isinstance(module, BaseTunerLayer):
-                            module.unmerge()
+                    unfuse_text_encoder_lora(model)
 
         # Only remove an adapter from _merged_adapters once it is no longer
         # physically merged in any remaining loadable component.

@@ -732,9 +732,12 @@ class PeftAdapterMixin:
                         "`enable_sequential_cpu_offload()`."
                     )
 
+        from .lora_base import _fusing_into_offloaded_weights
+
         self.lora_scale = lora_scale
         self._safe_fusing = safe_fusing
-        self.apply(partial(self._fuse_lora_apply, adapter_names=adapter_names))
+        with _fusing_into_offloaded_weights(self, "fuse", adapter_names):
+            self.apply(partial(self._fuse_lora_apply, adapter_names=adapter_names))
 
     def _fuse_lora_apply(self, module, adapter_names=None):
         from peft.tuners.tuners_utils import BaseTunerLayer
@@ -773,7 +776,11 @@ class PeftAdapterMixin:
     def unfuse_lora(self):
         if not USE_PEFT_BACKEND:
             raise ValueError("PEFT backend is required for `unfuse_lora()`.")
-        self.apply(self._unfuse_lora_apply)
+
+        from .lora_base import _fusing_into_offloaded_weights
+
+        with _fusing_into_offloaded_weights(self, "unfuse"):
+            self.apply(self._unfuse_lora_apply)
 
     def _unfuse_lora_apply(self, module):
         from peft.tuners.tuners_utils import BaseTunerLayer
