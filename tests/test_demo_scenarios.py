@@ -61,6 +61,7 @@ def test_upstream_verdicts_are_not_right(upstream_outcomes):
         "fuse-lora-group-offloaded-to-disk",
         "fuse-lora-under-offload-hooks",
         "group-offload-glm-image-leaf-level",
+        "group-offload-transformer-2d-block-level",
         "group-offload-weights-tied-across-blocks",
         "save-model-with-lora-injected",
         "single-file-wan22-detection",
@@ -603,9 +604,12 @@ def test_sequential_offload(patched_outcomes, name):
 # group offload; pipeline-group-offload-to-disk-per-component: components offload to disk without sharing files;
 # group-offload-keeps-what-models-read-outside-forward: ACE-Step's tensors read outside forward stay onloaded;
 # group-offload-onloads-modules-outside-blocks-called-directly: ACE-Step's lyrics are embedded at block level with the
-# text encoder's input embeddings onloaded. Upstream refuses each of these pipelines.
+# text encoder's input embeddings onloaded; group-offload-onloads-block-modules-called-outside-their-block: DiT's output
+# layer calls the first block's timestep and label embedding, onloaded, after the blocks. Upstream refuses each of these
+# pipelines.
 GROUP_OFFLOAD_SCENARIOS = {
     "group-offload-hunyuan-dit": "HunyuanDiT2DModel",
+    "group-offload-dit": "DiTTransformer2DModel",
     "group-offload-stable-audio": "AutoencoderOobleck",
     "group-offload-stable-audio-3-audio-to-audio": "AutoencoderSAME",
     "group-offload-ace-step": "AutoencoderOobleck",
@@ -654,6 +658,17 @@ def test_group_offload_weights_tied_across_blocks(patched_outcomes):
     assert_close_to_reference(result_of(patched_outcomes["group-offload-weights-tied-across-blocks"])["diffs"], 2)
 
 
+# group-offload-onloads-block-modules-called-outside-their-block: Transformer2DModel in DiT's configuration does not opt
+# out of group offloading; upstream's output layer reads the first block's emptied embedding, without an error.
+@upstream
+def test_group_offload_transformer_2d_block_level_upstream(upstream_outcomes):
+    assert_clearly_wrong(result_of(upstream_outcomes["group-offload-transformer-2d-block-level"])["diffs"])
+
+
+def test_group_offload_transformer_2d_block_level(patched_outcomes):
+    assert_close_to_reference(result_of(patched_outcomes["group-offload-transformer-2d-block-level"])["diffs"], 2)
+
+
 # vq-and-consistency-decoder-vaes-support-group-offloading: VQModel and ConsistencyDecoderVAE group offload at leaf and
 # block level, their decodes equal to the un-offloaded ones up to float32 rounding; upstream refuses the first.
 @upstream
@@ -686,24 +701,24 @@ def test_offload_audio_vaes(patched_outcomes):
     assert result == {"warnings": []}
 
 
-# group-offload-skips-models-that-do-not-support-it: pipe.enable_group_offload places a model that still does not
-# support group offloading on the onload device, group offloads the others and says so, where upstream refuses the
-# whole pipeline.
+# group-offload-skips-models-that-do-not-support-it: pipe.enable_group_offload places a model that does not support
+# group offloading (no model diffusers ships, since the next patch; one of another library can) on the onload device,
+# group offloads the others and says so, where upstream refuses the whole pipeline.
 @upstream
-def test_group_offload_dit_upstream(upstream_outcomes):
+def test_group_offload_model_opting_out_upstream(upstream_outcomes):
     assert_raised(
-        upstream_outcomes["group-offload-dit"],
+        upstream_outcomes["group-offload-model-opting-out"],
         "ValueError",
-        "DiTTransformer2DModel does not support group offloading.",
+        "DiTTransformer2DModelOptingOut does not support group offloading.",
     )
 
 
-def test_group_offload_dit(patched_outcomes):
+def test_group_offload_model_opting_out(patched_outcomes):
     warning = (
-        "`transformer` (DiTTransformer2DModel) does not support group offloading and is placed on cpu instead, as if "
-        "it were in `exclude_modules`. The other components are group offloaded."
+        "`transformer` (DiTTransformer2DModelOptingOut) does not support group offloading and is placed on cpu "
+        "instead, as if it were in `exclude_modules`. The other components are group offloaded."
     )
-    result = result_of(patched_outcomes["group-offload-dit"])
+    result = result_of(patched_outcomes["group-offload-model-opting-out"])
     assert_close_to_reference(result.pop("diffs"), 2)
     assert result == {"warnings": [warning, warning]}
 

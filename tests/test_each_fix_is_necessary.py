@@ -27,12 +27,14 @@ for _name, _scenario in SCENARIOS.items():
 LEFT_OUT_TOGETHER = {
     "bnb-4bit-quant-state-survives-offload-hooks.patch": ["refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"],
     "from-pretrained-materializes-missing-weights.patch": ["local-strict-load-default-from-environment.patch"],
+    "fuse-lora-into-gguf-quantized-weights.patch": ["fuse-lora-into-offloaded-weights.patch"],
     "group-offload-keeps-what-models-read-outside-forward.patch": [
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
     ],
     "group-offload-onloads-modules-outside-blocks-called-directly.patch": [
-        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch"
+        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+        "group-offload-onloads-block-modules-called-outside-their-block.patch",
     ],
     "group-offload-preloads-modules-that-read-child-weights.patch": [
         "group-offload-keeps-what-models-read-outside-forward.patch",
@@ -61,7 +63,11 @@ LEFT_OUT_TOGETHER = {
     "refuse-to-save-a-model-with-lora-adapters-injected.patch": [
         "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"
     ],
-    "sequential-offload-keeps-the-user-device.patch": ["restore-the-accelerate-hooks-the-loaders-remove.patch"],
+    "restore-the-accelerate-hooks-the-loaders-remove.patch": ["fuse-lora-into-offloaded-weights.patch"],
+    "sequential-offload-keeps-the-user-device.patch": [
+        "restore-the-accelerate-hooks-the-loaders-remove.patch",
+        "fuse-lora-into-offloaded-weights.patch",
+    ],
     "sequential-offload-preloads-modules-that-read-child-weights.patch": [
         "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch",
         "group-offload-preloads-modules-that-read-child-weights.patch",

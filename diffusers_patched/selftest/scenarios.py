@@ -1899,6 +1899,14 @@ for _name, _pipeline, _patch, _cause, _modes in [
         ("group-block",),
     ),
     (
+        "group-offload-dit",
+        "dit",
+        "group-offload-onloads-block-modules-called-outside-their-block.patch",
+        "DiTTransformer2DModel declared _supports_group_offloading = False: its output layer calls the first block's "
+        "timestep and label embedding after the blocks",
+        ("group-leaf", "group-block"),
+    ),
+    (
         "group-offload-glm-image-leaf-level",
         "glm-image",
         "group-offload-to-disk-keeps-tied-weights.patch",
@@ -2002,14 +2010,51 @@ scenario(
 )(_group_offload_weights_tied_across_blocks)
 
 
+def _group_offload_transformer_2d_block_level(workdir):
+    # DiT's configuration of the legacy Transformer2DModel, which does not opt out of group offloading: its output layer
+    # calls the first block's `norm1.emb` after the blocks, whose group block-level offloading emptied by then.
+    import torch
+    from diffusers import Transformer2DModel
+
+    from .tiny_pipelines import tiny_dit_pipeline
+
+    dit = tiny_dit_pipeline()[0].transformer
+    model = Transformer2DModel(**dit.config).eval()
+    model.load_state_dict(dit.state_dict())
+    inputs = {
+        "hidden_states": torch.randn(1, 4, 16, 16),
+        "timestep": torch.tensor([10]),
+        "class_labels": torch.tensor([1]),
+    }
+    with torch.no_grad():
+        expected = model(**inputs).sample
+        model.enable_group_offload(
+            torch.device("cpu"),
+            offload_type="block_level",
+            num_blocks_per_group=1,
+            offload_to_disk_path=os.path.join(workdir, "offload"),
+        )
+        diffs = [(model(**inputs).sample - expected).abs().max().item() for _ in range(2)]
+    return {"diffs": diffs}
+
+
 scenario(
-    "group-offload-dit",
+    "group-offload-transformer-2d-block-level",
+    patch="group-offload-onloads-block-modules-called-outside-their-block.patch",
+    summary="Transformer2DModel (tiny, DiT's ada_norm_zero configuration) group offloaded to disk at block level: its "
+    "output layer calls the first block's timestep and label embedding after the blocks",
+    text="max abs diff to the un-offloaded output per pass {diffs}",
+    judge=lambda result: close(result["diffs"], what="max abs diff to the un-offloaded output"),
+)(_group_offload_transformer_2d_block_level)
+
+scenario(
+    "group-offload-model-opting-out",
     patch="group-offload-skips-models-that-do-not-support-it.patch",
-    summary="DiT (tiny), pipe.enable_group_offload leaf and block level, offloaded to disk; DiTTransformer2DModel does "
-    "not support group offloading",
+    summary="DiT (tiny) whose transformer is of a class declaring _supports_group_offloading = False, as a model of "
+    "another library can: pipe.enable_group_offload leaf and block level, offloaded to disk",
     text="max abs diff to the un-offloaded output per level {diffs}; warned: {warnings}",
     judge=_judge_group_offload(warning_count=2),
-)(_group_offload("dit"))
+)(_group_offload("dit-opting-out"))
 
 
 def _judge_lora_after_layerwise_casting(result):

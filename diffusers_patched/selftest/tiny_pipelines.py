@@ -910,13 +910,20 @@ def tiny_joyimage_edit_pipeline():
     return pipe, run
 
 
-def tiny_dit_pipeline():
-    """DiT with upstream's test configs: `DiTTransformer2DModel` declares `_supports_group_offloading = False`."""
+def tiny_dit_pipeline(opting_out_of_group_offloading=False):
+    """DiT with upstream's test configs: its transformer's output layer calls the first block's timestep and label
+    embedding after the blocks, and `DiTTransformer2DModel` declares `_supports_group_offloading = False`. With
+    `opting_out_of_group_offloading`, the transformer is of a subclass that declares it, as a model of another library
+    can."""
     import torch
     from diffusers import AutoencoderKL, DDIMScheduler, DiTPipeline, DiTTransformer2DModel
 
+    class DiTTransformer2DModelOptingOut(DiTTransformer2DModel):
+        _supports_group_offloading = False
+
+    transformer_class = DiTTransformer2DModelOptingOut if opting_out_of_group_offloading else DiTTransformer2DModel
     torch.manual_seed(0)
-    transformer = DiTTransformer2DModel(
+    transformer = transformer_class(
         sample_size=16,
         num_layers=2,
         patch_size=4,
@@ -1080,7 +1087,8 @@ TINY_DECODER_VAES = {
 # Group offloading only, not in docs/offloading.md's table of every mode: ConsistencyDecoderVAE under
 # `enable_sequential_cpu_offload` fails on meta tensors ("Tensor.item() cannot be called on meta tensors") on both sides.
 TINY_GROUP_OFFLOAD_PIPELINES = {
-    name: functools.partial(tiny_decoder_vae_pipeline, *vae) for name, vae in TINY_DECODER_VAES.items()
+    **{name: functools.partial(tiny_decoder_vae_pipeline, *vae) for name, vae in TINY_DECODER_VAES.items()},
+    "dit-opting-out": functools.partial(tiny_dit_pipeline, opting_out_of_group_offloading=True),
 }
 
 

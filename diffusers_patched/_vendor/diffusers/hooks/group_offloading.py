@@ -470,7 +470,8 @@ class UnmatchedModuleOnloadingHook(ModelHook):
     r"""
     A hook on each module that block-level offloading leaves outside of the blocks. Their group is onloaded by the
     forward of their parent, but a pipeline may also call one of them directly, e.g. the input embeddings of a text
-    encoder. The group is then onloaded for that call.
+    encoder. The group is then onloaded for that call. The same holds for a module of a block that the model calls
+    outside of the block's forward (listed in its `_modules_called_outside_their_block`).
     """
 
     _is_stateful = False
@@ -482,6 +483,9 @@ class UnmatchedModuleOnloadingHook(ModelHook):
     def pre_forward(self, module: torch.nn.Module, *args, **kwargs):
         if not self.group.is_onloaded:
             self.group.onload_()
+            if self.group.stream is not None:
+                # The call uses the weights right away, while a group onloaded with a stream is copied asynchronously.
+                self.group.stream.synchronize()
             self.onloaded_for_call = True
             args = send_to_device(args, self.group.onload_device)
             kwargs = send_to_device(kwargs, self.group.onload_device)
@@ -827,6 +831,19 @@ def _apply_group_offloading_block_level(
         else:
             # This is an unmatched module
             unmatched_modules.append((name, submodule))
+
+    # A module of a block that the model calls outside of the block's forward (DiT's output layer calls the timestep
+    # and label embedding of the first block) onloads the block's group for that call.
+    for name in getattr(module, "_modules_called_outside_their_block", None) or []:
+        try:
+            called_module = module.get_submodule(name)
+        except AttributeError:
+            # This configuration of the model does not build it.
+            continue
+        for group in matched_module_groups:
+            if any(called_module is submodule for block in group.modules for submodule in block.modules()):
+                registry = HookRegistry.check_if_exists_or_initialize(called_module)
+                registry.register_hook(UnmatchedModuleOnloadingHook(group), _UNMATCHED_MODULE_ONLOADING)
 
     # Apply group offloading hooks to the module groups
     for i, group in enumerate(matched_module_groups):
