@@ -21,7 +21,7 @@ from tests.support.assertions import (
     figures_off_the_margin,
     result_of,
 )
-from tools.series import Project
+from tools.patches import Project
 
 
 upstream = pytest.mark.upstream

@@ -13,10 +13,11 @@ import pytest
 from diffusers_patched.selftest.scenarios import REFUSED, RIGHT, SCENARIOS
 from tests.conftest import REPO_ROOT
 from tests.support.assertions import figures_off_the_margin
-from tools import series, vendoring, wheels
+from tests.support.series_without import replay_without
+from tools import patches, vendoring, wheels
 
 
-PROJECT = series.Project(REPO_ROOT)
+PROJECT = patches.Project(REPO_ROOT)
 PRIMARY = PROJECT.read_base()["version"]
 SCENARIOS_OF_PATCH = {}
 for _name, _scenario in SCENARIOS.items():
@@ -95,7 +96,7 @@ LEFT_OUT_TOGETHER = {
 def primary(tmp_path_factory):
     """The series as written, whose commits hold the blobs the 3-way merges need."""
     repo = tmp_path_factory.mktemp("primary") / "repo"
-    series.scratch_checkout(PROJECT, repo)
+    patches.scratch_checkout(PROJECT, repo)
     return repo
 
 
@@ -103,7 +104,7 @@ def site_without(patch, primary, directory):
     """The package sources (importable from `site`), their vendored tree pristine + the series less `patch`; returns
     (site, the patches left out)."""
     repo = directory / "repo"
-    left_out = series.replay_without(PROJECT, [patch], primary, repo)
+    left_out = replay_without(PROJECT, [patch], primary, repo)
     names = [name for name in PROJECT.read_series() if name not in left_out]
     site = directory / "site"
     site.mkdir()

@@ -3,7 +3,7 @@ asserted by a test under tests/gpu/."""
 
 from diffusers_patched.selftest.gpu_scenarios import GPU_SCENARIOS
 from tests.conftest import REPO_ROOT
-from tools.series import Project
+from tools.patches import Project
 
 
 def test_every_gpu_scenario_names_a_patch_of_the_series():

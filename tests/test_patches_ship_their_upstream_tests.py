@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tools.carried_tests import run_carried_tests, skipped_tests, write_carried_tests
-from tools.series import Project
+from tools.patches import Project
 
 
 @pytest.fixture(scope="module")

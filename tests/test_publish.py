@@ -16,11 +16,11 @@ import urllib.request
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tools import publish, series, upstream, wheels
+from tools import patches, publish, upstream, wheels
 from tools.git import git
 
 
-PROJECT = series.Project(REPO_ROOT)
+PROJECT = patches.Project(REPO_ROOT)
 PRIMARY = PROJECT.read_base()["version"]
 POST = PROJECT.read_releases()["post"]
 PINNED = "0.40.0"
@@ -69,7 +69,7 @@ def checked_clone(tmp_path_factory):
     stamp = clone / publish.RELEASE_CHECKS_STAMP
     stamp.parent.mkdir(parents=True)
     stamp.write_text(json.dumps({"commit": commit}))
-    yield series.Project(clone)
+    yield patches.Project(clone)
 
 
 @pytest.fixture

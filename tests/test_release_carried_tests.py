@@ -5,7 +5,7 @@ that `make test`'s two workers run them beside those (tests/conftest.py)."""
 import pytest
 
 from tests.conftest import REPO_ROOT, run_python
-from tools import series
+from tools import patches
 from tools.carried_tests import (
     failed_tests,
     passed_tests,
@@ -15,7 +15,7 @@ from tools.carried_tests import (
 )
 
 
-PROJECT = series.Project(REPO_ROOT)
+PROJECT = patches.Project(REPO_ROOT)
 OLDER = PROJECT.supported_releases()[1:]
 
 

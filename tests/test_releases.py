@@ -23,10 +23,10 @@ from diffusers_patched.selftest.scenarios import SCENARIOS
 from tests.conftest import REPO_ROOT, run_python
 from tests.support.assertions import diffs_as_judged
 from tests.support.forked_scenarios import ForkedScenarioRunner
-from tools import replays, series, upstream, wheels
+from tools import patches, replays, upstream, wheels
 
 
-PROJECT = series.Project(REPO_ROOT)
+PROJECT = patches.Project(REPO_ROOT)
 PRIMARY = PROJECT.read_base()["version"]
 OLDER = PROJECT.supported_releases()[1:]
 POST = PROJECT.read_releases()["post"]

@@ -47,7 +47,7 @@ def test_a_flow_its_release_expects_otherwise_is_not_covered(monkeypatch):
     from diffusers_patched.selftest import command
     from tests.conftest import REPO_ROOT
     from tools import vendoring
-    from tools.series import Project
+    from tools.patches import Project
 
     record = Project(REPO_ROOT).release_record("0.40.0")
     manifest = vendoring.render_manifest(record, {}, [], [], 2)

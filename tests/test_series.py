@@ -19,9 +19,18 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tools import replays, series, upstream, vendoring
+from tests.support.series_without import replay_without
+from tools import ToolError, patches, replays, series, upstream, vendoring
 from tools.git import git
-from tools.releases import backport_users, refresh_releases, release_checkout, release_plan
+from tools.releases import (
+    UPSTREAM_FIX,
+    backport_users,
+    edit_release,
+    refresh_release,
+    refresh_releases,
+    release_checkout,
+    release_plan,
+)
 
 
 def run_git(repo, *args):
@@ -165,7 +174,7 @@ def first_patch_project(tmp_path, releases):
     root = tmp_path / "first-patch-project"
     (root / "patches").mkdir(parents=True)
     shutil.copyfile(REPO_ROOT / "patches" / FIRST_PATCH, root / "patches" / FIRST_PATCH)
-    project = series.Project(root)
+    project = patches.Project(root)
     project.write_series([FIRST_PATCH])
     project.write_base({**BASE, "files": {PATCHED_FILE: BASE["files"][PATCHED_FILE]}})
     vendoring.vendor(project)
@@ -173,7 +182,7 @@ def first_patch_project(tmp_path, releases):
 
 
 def series_error(function, *args):
-    with pytest.raises(series.SeriesError) as error:
+    with pytest.raises(ToolError) as error:
         function(*args)
     return str(error.value)
 
@@ -199,18 +208,18 @@ def test_cli_check_passes_on_the_committed_series_with_exit_code_zero(project):
 
 def test_reexport_of_every_patch_is_byte_identical(project, tmp_path):
     repo = tmp_path / "work"
-    entries = series.scratch_checkout(project, repo)
-    commits = series.series_commits(repo)
+    entries = patches.scratch_checkout(project, repo)
+    commits = patches.series_commits(repo)
     assert entries == SERIES and len(commits) == len(SERIES)
     for name, commit in zip(entries, commits):
-        assert series.export_commit(repo, commit) == (REPO_ROOT / "patches" / name).read_bytes(), name
+        assert patches.export_commit(repo, commit) == (REPO_ROOT / "patches" / name).read_bytes(), name
 
 
 def test_changed_files_pass_upstream_ruff(project, tmp_path):
     repo = tmp_path / "work"
-    series.scratch_checkout(project, repo)
+    patches.scratch_checkout(project, repo)
     assert (repo / "pyproject.toml").exists()  # upstream's own ruff configuration
-    assert series.lint_style(repo) == []
+    assert patches.lint_style(repo) == []
 
 
 def test_exported_patches_git_am_onto_the_pristine_sdist_giving_the_vendored_files(project, tmp_path, releases):
@@ -299,7 +308,7 @@ def shift_hunk(project, number, lines):
     """Move hunk `number` of PATCHED_FILE in the first patch by `lines`; returns the new hunk header."""
     path = project.patches_dir / FIRST_PATCH
     text = path.read_text()
-    header = series._patch_hunks(text)[PATCHED_FILE][number - 1][0]
+    header = patches.patch_hunks(text)[PATCHED_FILE][number - 1][0]
     old, new = map(int, re.match(r"@@ -(\d+),\d+ \+(\d+)", header).groups())
     shifted = header.replace(f"-{old},", f"-{old + lines},").replace(f"+{new},", f"+{new + lines},")
     path.write_text(text.replace(header, shifted))
@@ -332,7 +341,7 @@ def test_patch_with_wrong_context_names_patch_file_and_hunk(project):
         lambda text: text.replace("\n from packaging import version\n", "\n from packaging import versions\n"),
     )
     message = series_error(series.check, project)
-    header = series._patch_hunks((REPO_ROOT / "patches" / FIRST_PATCH).read_text())[PATCHED_FILE][0][0]
+    header = patches.patch_hunks((REPO_ROOT / "patches" / FIRST_PATCH).read_text())[PATCHED_FILE][0][0]
     assert f"{FIRST_PATCH}: {PATCHED_FILE}: hunk #1 ({header}) does not apply" in message
     assert "make edit" in message
 
@@ -426,7 +435,7 @@ def test_rebase_conflict_leaves_project_unchanged_and_continues_after_resolution
     old = (project.vendor_dir / VENDORED_FILE).read_text()
     before = snapshot(project.root)
     message = series_error(series.rebase, project, "0.42.3")
-    header = series._patch_hunks((REPO_ROOT / "patches" / FIRST_PATCH).read_text())[PATCHED_FILE][0][0]
+    header = patches.patch_hunks((REPO_ROOT / "patches" / FIRST_PATCH).read_text())[PATCHED_FILE][0][0]
     assert f"{FIRST_PATCH} conflicts with diffusers 0.42.3" in message
     assert f"{PATCHED_FILE}: conflict at line" in message and header in message
     assert "make rebase-continue" in message
@@ -449,11 +458,11 @@ def test_rebase_conflict_leaves_project_unchanged_and_continues_after_resolution
     (problem,) = releases[BASE["version"]]
     assert f"patches/{FIRST_PATCH} does not replay onto diffusers {BASE['version']}" in problem
     assert f"make edit RELEASE={BASE['version']}" in series_error(series.check, project)
-    series_error(series.edit, project, BASE["version"])
+    series_error(edit_release, project, BASE["version"])
     repo = project.release_work_dir(BASE["version"])
     (repo / PATCHED_FILE).write_text(old)
     run_git(repo, "add", PATCHED_FILE)
-    assert series.refresh(project, BASE["version"]) == ([FIRST_PATCH], [FIRST_PATCH])
+    assert refresh_release(project, BASE["version"]) == ([FIRST_PATCH], [FIRST_PATCH])
     assert project.backport_path(BASE["version"], FIRST_PATCH).exists()
     assert series.check(project) == [FIRST_PATCH]
 
@@ -586,7 +595,7 @@ def empty_project(tmp_path):
     """A project on the real base release with an empty series, for synthetic patches."""
     root = tmp_path / "empty-project"
     (root / "patches").mkdir(parents=True)
-    project = series.Project(root)
+    project = patches.Project(root)
     project.write_series([])
     project.write_base({**BASE, "files": {}})
     vendoring.vendor(project)
@@ -691,7 +700,7 @@ def test_refresh_of_a_build_made_by_the_old_tooling_names_patches_by_their_subje
         run_git(repo, "am", "--quiet", str(project.patches_dir / name))
     subjects = run_git(repo, "log", "--reverse", "--format=%s", "pristine..HEAD").splitlines()
     names = series.refresh(project)
-    assert names == [series._patch_name(subject) for subject in subjects]
+    assert names == [patches._patch_name(subject) for subject in subjects]
     for old, new in zip(SERIES, names):
         assert (project.patches_dir / new).read_bytes() == (REPO_ROOT / "patches" / old).read_bytes()
     assert sorted(p.name for p in project.patches_dir.glob("*.patch")) == sorted(names)
@@ -867,7 +876,7 @@ def test_sdist_extraction_refuses_members_outside_the_tree(tmp_path, monkeypatch
     upstream.extract_sdist(good, "diffusers-9.9.9/", tmp_path / "good")
     assert (tmp_path / "good" / "src" / "a.py").read_bytes() == b"ok\n"
     bad = sdist_with(tmp_path, ["diffusers-9.9.9/../../escaped.py"])
-    with pytest.raises(series.SeriesError, match="would be extracted outside"):
+    with pytest.raises(ToolError, match="would be extracted outside"):
         upstream.extract_sdist(bad, "diffusers-9.9.9/", tmp_path / "bad" / "tree")
     assert not (tmp_path / "escaped.py").exists() and not (tmp_path / "bad" / "escaped.py").exists()
 
@@ -905,14 +914,14 @@ def test_release_without_its_backport_names_patch_file_hunk_and_command_and_edit
         and f"`make refresh RELEASE={BACKPORTED_RELEASE}`" in message
     )
     # The remedy: edit stops at the conflict, the maintainer resolves it, refresh writes the backport.
-    message = series_error(series.edit, project, BACKPORTED_RELEASE)
+    message = series_error(edit_release, project, BACKPORTED_RELEASE)
     assert f"make refresh RELEASE={BACKPORTED_RELEASE}" in message
     repo = project.release_work_dir(BACKPORTED_RELEASE)
     resolved = _committed_backport_files(REPO_ROOT, BACKPORTED_RELEASE, BACKPORT, project)
     for path, content in resolved.items():
         (repo / path).write_bytes(content)
     run_git(repo, "add", *resolved)
-    names, backported = series.refresh(project, BACKPORTED_RELEASE)
+    names, backported = refresh_release(project, BACKPORTED_RELEASE)
     assert BACKPORT in backported and names == SERIES
     assert snapshot(project.root) == snapshot(REPO_ROOT)
 
@@ -928,12 +937,12 @@ def test_release_lacking_a_file_the_patch_changes_names_the_file(project):
 
 def _committed_backport_files(root, version, name, project):
     """{path: bytes} of the files patch `name` touches, as the committed backport leaves them (before later patches)."""
-    committed = series.Project(root)
+    committed = patches.Project(root)
     scratch = project.root.parent / "committed-replay"
-    series.scratch_checkout(committed, scratch / "primary")
+    patches.scratch_checkout(committed, scratch / "primary")
     release_checkout(committed, scratch / "primary", scratch / version, version)
     repo = scratch / version
-    commit = next(commit for commit in series.series_commits(repo) if series.commit_name(repo, commit) == name)
+    commit = next(commit for commit in patches.series_commits(repo) if patches.commit_name(repo, commit) == name)
     paths = run_git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", commit).split()
     return {path: git(repo, "show", f"{commit}:{path}", binary=True).stdout for path in paths}
 
@@ -951,12 +960,12 @@ def test_backport_that_no_longer_applies_names_it_and_the_command(project):
 
 
 def test_unnecessary_backport_is_reported(project, tmp_path):
-    series.scratch_checkout(project, tmp_path / "primary")
+    patches.scratch_checkout(project, tmp_path / "primary")
     plan = release_checkout(project, tmp_path / "primary", tmp_path / "release", REPLAYING_RELEASE)
     name = plan[0][0]
     backport = project.backport_path(REPLAYING_RELEASE, name)
     backport.parent.mkdir(parents=True)
-    backport.write_bytes(series.export_commit(tmp_path / "release", series.series_commits(tmp_path / "release")[0]))
+    backport.write_bytes(patches.export_commit(tmp_path / "release", patches.series_commits(tmp_path / "release")[0]))
     message = series_error(series.check, project)
     assert f"patches/backports/{REPLAYING_RELEASE}/{name} is unnecessary" in message
     assert f"make refresh RELEASE={REPLAYING_RELEASE}" in message
@@ -996,7 +1005,7 @@ def test_unsupported_release_names_the_supported_ones(project, command, tmp_path
         message = series_error(wheels.build_wheels, project, tmp_path / "dist", ["0.30.0"])
         assert not (tmp_path / "dist").exists()
     else:
-        message = series_error(getattr(series, command), project, "0.30.0")
+        message = series_error({"edit": edit_release, "refresh": refresh_release}[command], project, "0.30.0")
     assert "diffusers 0.30.0 is not a supported release; supported: " + ", ".join([BASE["version"], *OLDER]) in message
 
 
@@ -1018,16 +1027,16 @@ def test_the_change_of_a_patch_is_its_changed_lines_not_its_context_or_position(
     patch = (REPO_ROOT / "patches" / SERIES[0]).read_text()
     moved = re.sub(r"^@@ -(\d+)", lambda m: f"@@ -{int(m.group(1)) + 7}", patch, flags=re.M)
     moved = re.sub(r"^index \w+\.\.\w+", "index 0000000..1111111", moved, flags=re.M)
-    assert series.changed_lines_digest(moved) == series.changed_lines_digest(patch)
+    assert patches.changed_lines_digest(moved) == patches.changed_lines_digest(patch)
     added = next(line for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++"))
     changed = patch.replace(added, added + "  # changed", 1)
-    assert series.changed_lines_digest(changed) != series.changed_lines_digest(patch)
+    assert patches.changed_lines_digest(changed) != patches.changed_lines_digest(patch)
 
 
 def test_backport_written_for_an_earlier_state_of_its_patch_names_the_releases_to_edit(project):
     releases = project.read_releases()
     key = f"{BACKPORTED_RELEASE}/{BACKPORT}"
-    assert releases["backport_of"][key] == series.changed_lines_digest((project.patches_dir / BACKPORT).read_text())
+    assert releases["backport_of"][key] == patches.changed_lines_digest((project.patches_dir / BACKPORT).read_text())
     # As if the series' patch had changed its lines after the backport was written.
     releases["backport_of"][key] = "0" * 64
     project.write_releases(releases)
@@ -1043,7 +1052,7 @@ def test_upstream_fix_a_release_lacks_is_applied_before_the_series_and_never_exp
     )
     record = project.release_record(version)
     plan = release_plan(project, version, record, SERIES)
-    assert plan[0] == (fix, project.upstream_fixes_dir / fix, True)
+    assert plan[0] == (fix, project.upstream_fixes_dir / fix, UPSTREAM_FIX)
     paths, _ = series.export_patches(project, tmp_path / "out")
     assert fix not in {path.name for path in paths}
     (project.upstream_fixes_dir / fix).unlink()
@@ -1073,7 +1082,7 @@ def test_a_cached_replay_makes_the_commits_git_makes(project, tmp_path, monkeypa
     def replay(directory):
         """HEAD of the primary's replay and of a release's with backports, and how many patches git applied."""
         git_am_runs.clear()
-        series.scratch_checkout(project, directory / "primary")
+        patches.scratch_checkout(project, directory / "primary")
         release_checkout(project, directory / "primary", directory / BACKPORTED_RELEASE, BACKPORTED_RELEASE)
         for repo in ("primary", BACKPORTED_RELEASE):
             assert git(directory / repo, "status", "--porcelain").stdout == "", repo
@@ -1093,13 +1102,13 @@ def test_a_cached_replay_makes_the_commits_git_makes(project, tmp_path, monkeypa
 
 def test_a_replay_leaving_a_patch_out_starts_from_the_primarys_commits(project, tmp_path, monkeypatch, git_am_runs):
     monkeypatch.setenv(replays.CACHE_ENV, str(tmp_path / "cache"))  # holding no replay without a patch yet
-    series.scratch_checkout(project, tmp_path / "primary")
+    patches.scratch_checkout(project, tmp_path / "primary")
     git_am_runs.clear()
-    left_out = series.replay_without(project, [SERIES[-2]], tmp_path / "primary", tmp_path / "without")
+    left_out = replay_without(project, [SERIES[-2]], tmp_path / "primary", tmp_path / "without")
     assert left_out == [SERIES[-2]]
     assert len(git_am_runs) == 1  # the last patch, with a 3-way merge: the others are the primary's exact commits
     assert "--3way" in git_am_runs[0]
-    assert series.commit_name(tmp_path / "without", "HEAD") == SERIES[-1]
+    assert patches.commit_name(tmp_path / "without", "HEAD") == SERIES[-1]
     assert (
         git(tmp_path / "without", "rev-parse", "HEAD~1").stdout
         == git(tmp_path / "primary", "rev-parse", "HEAD~2").stdout

@@ -6,10 +6,10 @@ import json
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tools import series, upstream_prs
+from tools import ToolError, patches, upstream_prs
 
 
-PROJECT = series.Project(REPO_ROOT)
+PROJECT = patches.Project(REPO_ROOT)
 SERIES = PROJECT.read_series()
 LOCAL_ONLY = [name for name in SERIES if "\nForwarded: not-needed\n" in (PROJECT.patches_dir / name).read_text()]
 PRS = upstream_prs.read_prs(PROJECT)
@@ -96,7 +96,7 @@ def test_a_pr_that_no_longer_applies_without_an_undeclared_dependency(project, t
     prs = json.loads((project.patches_dir / "prs.json").read_text())
     pr_named(prs, "single-file-block-counts")["depends_on"] = {}
     (project.patches_dir / "prs.json").write_text(json.dumps(prs))
-    with pytest.raises(series.SeriesError) as error:
+    with pytest.raises(ToolError) as error:
         upstream_prs.check_prs(project, tmp_path / "prs")
     assert str(error.value).startswith(
         "PR single-file-block-counts: single-file-block-counts-come-from-the-checkpoint.patch does not `git am` onto "
@@ -106,7 +106,7 @@ def test_a_pr_that_no_longer_applies_without_an_undeclared_dependency(project, t
 
 def test_export_refuses_a_bad_grouping_before_writing_anything(project, tmp_path):
     (project.patches_dir / "prs.json").write_text(json.dumps([pr for pr in PRS if pr["name"] != "fuse-lora-gguf"]))
-    with pytest.raises(series.SeriesError, match="fuse-lora-into-gguf-quantized-weights.patch is forwardable"):
+    with pytest.raises(ToolError, match="fuse-lora-into-gguf-quantized-weights.patch is forwardable"):
         upstream_prs.export_prs(project, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

@@ -1,4 +1,5 @@
-"""Maintainer tooling: the patch series (series, releases, vendoring, upstream, git, cli), `make demo` and `make bench`. Not shipped in the wheel."""
+"""Maintainer tooling: the patch series (patches, series, releases, vendoring, upstream, git, cli), the wheels and
+publishing, `make demo` and `make bench`. Not shipped in the wheel."""
 
 from pathlib import Path
 
@@ -7,5 +8,6 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-class SeriesError(Exception):
-    """A problem with the series, the pristine upstream or the vendored tree, with its remedy."""
+class ToolError(Exception):
+    """A problem the tooling found (in the series, the pristine upstream, the vendored tree, the wheels, publishing),
+    named with its remedy."""

@@ -5,7 +5,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import publish, releases, series, upstream, upstream_prs, vendoring, wheels
+from . import ToolError, patches, publish, releases, series, upstream, upstream_prs, vendoring, wheels
 
 
 COMMANDS = {
@@ -26,7 +26,7 @@ COMMANDS = {
 
 
 def run(args):
-    project = series.Project(args.root)
+    project = patches.Project(args.root)
     if args.command == "vendor":
         entries = vendoring.vendor(project)
         return f"vendored tree regenerated from {len(entries)} patch(es)"
@@ -57,10 +57,11 @@ def run(args):
             f"stand alone on pristine {upstream.UPSTREAM} {project.read_base()['version']}"
         )
         if failing:
-            raise series.SeriesError(f"{total}; failing: {', '.join(failing)}")
+            raise ToolError(f"{total}; failing: {', '.join(failing)}")
         return total
-    if args.command == "edit" and args.release not in (None, project.read_base()["version"]):
-        plan = series.edit(project, args.release)
+    another_release = getattr(args, "release", None) not in (None, project.read_base()["version"])
+    if args.command == "edit" and another_release:
+        plan = releases.edit_release(project, args.release)
         return (
             f"{project.release_work_dir(args.release)} holds pristine diffusers {args.release} with its "
             f"{len(plan)} patch(es) replayed as commits (tag `primary`: the series as written for the primary). "
@@ -74,8 +75,8 @@ def run(args):
             "`make refresh`. Each commit's `Patch-Filename:` trailer names its patch file; a new commit without one "
             "is named after its subject."
         )
-    if args.command == "refresh" and args.release not in (None, project.read_base()["version"]):
-        names, backported = series.refresh(project, args.release)
+    if args.command == "refresh" and another_release:
+        names, backported = releases.refresh_release(project, args.release)
         return (
             f"diffusers {args.release}: {len(names)} patch(es), backported: {', '.join(backported) or 'none'}; "
             "patches/releases.json and its backports rewritten"
@@ -146,7 +147,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         print(run(args))
-    except series.SeriesError as e:
+    except ToolError as e:
         sys.exit(f"error: {e}")
 
 

@@ -6,7 +6,7 @@ import sys
 
 from diffusers_patched.selftest.judges import holds
 from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
-from tools import REPO_ROOT, series, wheels
+from tools import REPO_ROOT, ToolError, patches, wheels
 
 
 def _cell(scenario, outcome, width=100):
@@ -27,10 +27,10 @@ def main(argv=None):
     names = args.names or list(SCENARIOS)
     site, recorded = None, {}
     if args.release:
-        project = series.Project(REPO_ROOT)
+        project = patches.Project(REPO_ROOT)
         try:
             site = wheels.release_site(project, args.release)
-        except series.SeriesError as e:
+        except ToolError as e:
             sys.exit(f"error: {e}")
         # Scenarios that behave differently on that release, and why (releases.json `scenarios`).
         recorded = project.release_record(args.release).get("scenarios", {})

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import SeriesError
+from . import ToolError
 
 
 # Pristine and scratch commits get fixed identities and dates so their ids never churn; no user or system
@@ -45,7 +45,7 @@ def run_isolated(command, cwd, check=True, input=None, binary=False, env=None):
     )
     if check and result.returncode != 0:
         stderr = result.stderr.decode(errors="replace") if binary else result.stderr
-        raise SeriesError(f"{' '.join(map(str, command))} failed in {cwd}:\n{stderr}")
+        raise ToolError(f"{' '.join(map(str, command))} failed in {cwd}:\n{stderr}")
     return result
 
 

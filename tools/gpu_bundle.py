@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from . import series, upstream, vendoring, wheels
+from . import ToolError, patches, upstream, vendoring, wheels
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +46,7 @@ def download(requirements, dest, python_version, dependencies):
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if result.returncode != 0:
-        raise series.SeriesError(f"pip could not download {', '.join(requirements)}:\n{result.stderr[-3000:]}")
+        raise ToolError(f"pip could not download {', '.join(requirements)}:\n{result.stderr[-3000:]}")
 
 
 def reduce_bitsandbytes(wheel):
@@ -73,7 +73,7 @@ def reduce_bitsandbytes(wheel):
 
 def build_bundle(out, python_version):
     """`out`: the primary's diffusers-patched wheel, the other wheels and `MANIFEST`; returns the manifest's text."""
-    project = series.Project(ROOT)
+    project = patches.Project(ROOT)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)

@@ -22,19 +22,20 @@ import urllib.request
 from configparser import ConfigParser
 from pathlib import Path
 
-from . import series, upstream, wheels
+from . import ToolError, upstream, wheels
 from .git import git
 
 
 PYPI_UPLOAD_URL = "https://upload.pypi.org/legacy/"
 PYPI_INDEX_URL = "https://pypi.org/simple/"
 PROJECT_NAME = "diffusers-patched"
-# Written by tests/test_releases.py when every per-release check passed: the commit they passed on.
+# Written by tests/conftest.py (`pytest_sessionfinish`) when every per-release check passed in an unfiltered run: the
+# commit they passed on.
 RELEASE_CHECKS_STAMP = Path("build") / "release-checks-passed.json"
 _SHA256_LINK_RE = re.compile(r'href="[^"#]*/([^"/#]+)#sha256=([0-9a-f]{64})"')
 
 
-class PublishError(series.SeriesError):
+class PublishError(ToolError):
     pass
 
 

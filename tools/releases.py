@@ -10,7 +10,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from . import SeriesError, replays, series, upstream, vendoring
+from . import ToolError, patches, replays, upstream, vendoring
 from .git import git
 
 
@@ -18,7 +18,7 @@ def refresh_releases(project):
     """Replay the series onto every other supported release and rewrite their records (the files the series touches
     there), e.g. after a new patch; returns {release: problems} (see `update_releases`)."""
     with tempfile.TemporaryDirectory() as tmp:
-        series.scratch_checkout(project, Path(tmp) / "primary")
+        patches.scratch_checkout(project, Path(tmp) / "primary")
         return update_releases(project, Path(tmp) / "primary")
 
 
@@ -32,11 +32,11 @@ def update_releases(project, primary_repo):
             repo = Path(tmp) / version
             try:
                 release_checkout(project, primary_repo, repo, version)
-            except SeriesError as e:
+            except ToolError as e:
                 report[version] = [str(e)]
                 continue
             releases = project.read_releases()
-            releases["releases"][version]["files"] = series.pristine_hashes(repo)
+            releases["releases"][version]["files"] = patches.pristine_hashes(repo)
             project.write_releases(releases)
             report[version] = check_release(project, primary_repo, repo, version)
     return report
@@ -62,9 +62,14 @@ def backport_of(project, version, record, name):
     return None
 
 
+# How a release applies each entry of its plan: upstream's own fix it lacks and a backport exactly, the series' patch
+# with a 3-way merge.
+UPSTREAM_FIX, BACKPORT, SERIES_PATCH = "upstream fix", "backport", "series patch"
+
+
 def release_plan(project, version, record, entries):
-    """[(name, patch file, applied exactly)] that make release `version`: upstream's fixes it lacks, then the series in
-    order, each patch as its backport where it has one; after checking its data."""
+    """[(name, patch file, UPSTREAM_FIX / BACKPORT / SERIES_PATCH)] that make release `version`: upstream's fixes it
+    lacks, then the series in order, each patch as its backport where it has one; after checking its data."""
     problems = []
     for name, reason in record["skipped"].items():
         if name not in entries:
@@ -93,12 +98,12 @@ def release_plan(project, version, record, entries):
         if not (project.upstream_fixes_dir / fix).exists()
     )
     if problems:
-        raise SeriesError("\n".join(problems))
-    plan = [(fix, project.upstream_fixes_dir / fix, True) for fix in fixes]
+        raise ToolError("\n".join(problems))
+    plan = [(fix, project.upstream_fixes_dir / fix, UPSTREAM_FIX) for fix in fixes]
     for name in entries:
         if name not in record["skipped"]:
             backport = backport_of(project, version, record, name)
-            plan.append((name, backport, True) if backport else (name, project.patches_dir / name, False))
+            plan.append((name, backport, BACKPORT) if backport else (name, project.patches_dir / name, SERIES_PATCH))
     return plan
 
 
@@ -121,15 +126,15 @@ def replay(project, repo, version, plan, editing, sdist_sha256=None):
     `sdist_sha256`: `repo` is the pristine release of that sdist, so the replay may come from the cache
     (tools/replays.py); None when `repo` holds other commits already."""
     with replays.Replay(repo, sdist_sha256) as replayed:
-        for index, (name, patch, is_backport) in enumerate(plan):
-            if is_backport and not editing:
+        for index, (name, patch, kind) in enumerate(plan):
+            if kind != SERIES_PATCH and not editing:
                 where = patch.relative_to(project.root)
                 remedy = f"{where} no longer applies exactly onto {version} (an earlier patch changed?). "
                 replayed.apply(
                     name,
                     patch,
                     replays.WITH_OFFSETS,
-                    lambda: series.apply_patch(
+                    lambda: patches.apply_patch(
                         repo, name, patch, three_way=False, remedy=remedy + _backport_remedy(version), offsets=True
                     ),
                 )
@@ -143,16 +148,16 @@ def _merge(project, repo, version, plan, index, editing):
     """`git am --3way` of step `index` of `plan`; on a conflict, an error naming the file and hunk, and with `editing`
     the state `refresh` resumes from."""
     name, patch, _ = plan[index]
-    result = git(repo, "am", *series.AM_FLAGS, "--3way", str(patch), check=False)
+    result = git(repo, "am", *patches.AM_FLAGS, "--3way", str(patch), check=False)
     if result.returncode == 0:
-        series.name_commit(repo, name)
+        patches.name_commit(repo, name)
         return
     where = patch.relative_to(project.root)
-    lines = [f"{where} does not replay onto {upstream.UPSTREAM} {version}:", *series.conflict_lines(repo, patch)]
+    lines = [f"{where} does not replay onto {upstream.UPSTREAM} {version}:", *patches.conflict_lines(repo, patch)]
     if len(lines) == 1:
         lines.append(result.stderr.strip())
     if editing:
-        remaining = [[name, str(patch), is_backport] for name, patch, is_backport in plan[index + 1 :]]
+        remaining = [[name, str(patch), kind] for name, patch, kind in plan[index + 1 :]]
         (repo / ".git" / _EDIT_STATE).write_text(json.dumps({"current": name, "remaining": remaining}))
         lines.append(
             f"Resolve the conflicts in {repo} (edit, then `git add`), then run `make refresh RELEASE={version}`; "
@@ -162,7 +167,7 @@ def _merge(project, repo, version, plan, index, editing):
     else:
         git(repo, "am", "--abort", check=False)
         lines.append(f"{version} has no backport of {name}. {_backport_remedy(version)}")
-    raise SeriesError("\n".join(lines))
+    raise ToolError("\n".join(lines))
 
 
 def replays_cleanly(repo, commit, patch, three_way=True):
@@ -184,23 +189,23 @@ def check_release(project, primary_repo, repo, version):
     plan = release_checkout(project, primary_repo, repo, version)
     remedy = f"run `make edit RELEASE={version}` then `make refresh RELEASE={version}` to rewrite it"
     problems = []
-    if series.pristine_hashes(repo) != record["files"]:
+    if patches.pristine_hashes(repo) != record["files"]:
         problems.append(
             f"patches/releases.json: the pristine sha256 recorded for {version} are not those of exactly the files "
             "its series touches (a patch was added or changed?); run `make refresh-releases`."
         )
-    for (name, patch, is_backport), commit in zip(plan, series.series_commits(repo)):
-        if not is_backport or patch.parent == project.upstream_fixes_dir:
+    for (name, patch, kind), commit in zip(plan, patches.series_commits(repo)):
+        if kind != BACKPORT:
             continue
         where = patch.relative_to(project.root)
-        if patch.parent.name == version and series.export_commit(repo, commit) != patch.read_bytes():
+        if patch.parent.name == version and patches.export_commit(repo, commit) != patch.read_bytes():
             problems.append(f"{where}: a re-export differs from the committed file; {remedy}.")
         elif replays_cleanly(repo, commit, project.patches_dir / name):
             problems.append(
                 f"{where} is unnecessary: the series' own {name} replays onto {version} with git; {remedy} "
                 "(refresh deletes it)."
             )
-    problems.extend(f"{version}: {problem}" for problem in series.lint_style(repo))
+    problems.extend(f"{version}: {problem}" for problem in patches.lint_style(repo))
     return problems
 
 
@@ -217,7 +222,7 @@ def check_releases(project, primary_repo, scratch):
     for version in supported[1:]:
         try:
             problems.extend(check_release(project, primary_repo, scratch / version, version))
-        except SeriesError as e:
+        except ToolError as e:
             problems.append(str(e))
     return problems
 
@@ -241,7 +246,7 @@ def stale_backports(project):
     for path in sorted(project.backports_dir.glob("*/*.patch")):
         key = f"{path.parent.name}/{path.name}"
         primary = project.patches_dir / path.name
-        if primary.exists() and recorded.get(key) != series.changed_lines_digest(primary.read_text()):
+        if primary.exists() and recorded.get(key) != patches.changed_lines_digest(primary.read_text()):
             users = backport_users(project, path.parent.name, path.name)
             problems.append(
                 f"{path.relative_to(project.root)} backports {path.name} as it was: the series' {path.name} changed "
@@ -258,12 +263,12 @@ def edit_release(project, version):
     if (repo / ".git").exists() and (
         (repo / ".git" / _EDIT_STATE).exists() or git(repo, "status", "--porcelain").stdout.strip()
     ):
-        raise SeriesError(
+        raise ToolError(
             f"{repo} holds work that is not in patches/ yet; run `make refresh RELEASE={version}` to keep it, or "
             f"delete {repo} to start over."
         )
     with tempfile.TemporaryDirectory() as tmp:
-        series.scratch_checkout(project, Path(tmp) / "primary")
+        patches.scratch_checkout(project, Path(tmp) / "primary")
         return release_checkout(project, Path(tmp) / "primary", repo, version, editing=True)
 
 
@@ -276,34 +281,34 @@ def refresh_release(project, version):
     record = project.release_record(version)
     repo = project.release_work_dir(version)
     if not (repo / ".git").exists():
-        raise SeriesError(f"{repo} does not exist; run `make edit RELEASE={version}` first.")
+        raise ToolError(f"{repo} does not exist; run `make edit RELEASE={version}` first.")
     state_file = repo / ".git" / _EDIT_STATE
     if state_file.exists():
         unmerged = git(repo, "diff", "--name-only", "--diff-filter=U").stdout.split()
         if unmerged:
-            raise SeriesError(f"{repo} still has conflicts in {', '.join(unmerged)}: resolve them, `git add`.")
+            raise ToolError(f"{repo} still has conflicts in {', '.join(unmerged)}: resolve them, `git add`.")
         state = json.loads(state_file.read_text())
         if (repo / ".git" / "rebase-apply").exists():
             result = git(repo, "-c", "core.editor=true", "am", "--continue", check=False)
             if result.returncode != 0:
-                raise SeriesError(f"`git am --continue` failed in {repo}:\n{result.stdout}{result.stderr}")
-        series.name_commit(repo, state["current"])
+                raise ToolError(f"`git am --continue` failed in {repo}:\n{result.stdout}{result.stderr}")
+        patches.name_commit(repo, state["current"])
         state_file.unlink()
-        replay(project, repo, version, [(n, Path(p), b) for n, p, b in state["remaining"]], editing=True)
+        replay(project, repo, version, [(n, Path(p), kind) for n, p, kind in state["remaining"]], editing=True)
     if git(repo, "status", "--porcelain").stdout.strip():
-        raise SeriesError(f"{repo} has uncommitted changes; commit them first.")
-    names = series.series_names(repo)
+        raise ToolError(f"{repo} has uncommitted changes; commit them first.")
+    names = patches.series_names(repo)
     fixes = record.get("upstream_fixes", [])
     expected = [*fixes, *(name for name in project.read_series() if name not in record["skipped"])]
     if names != expected:
-        raise SeriesError(
+        raise ToolError(
             f"the commits in {repo} must be upstream's fixes {version} records, then the series' patches in order, "
             f"less those {version} skips (releases.json); found {', '.join(names) or 'none'}. To skip a patch on "
             f"{version}, record why in patches/releases.json (`skipped`) and run `make edit RELEASE={version}` again."
         )
     releases = project.read_releases()
     shared, written = {}, {}
-    for name, commit in zip(names[len(fixes) :], series.series_commits(repo)[len(fixes) :]):
+    for name, commit in zip(names[len(fixes) :], patches.series_commits(repo)[len(fixes) :]):
         own = project.backport_path(version, name)
         if replays_cleanly(repo, commit, project.patches_dir / name):
             own.unlink(missing_ok=True)
@@ -314,12 +319,12 @@ def refresh_release(project, version):
             shared[name] = other
             continue
         own.parent.mkdir(parents=True, exist_ok=True)
-        own.write_bytes(series.export_commit(repo, commit))
-        written[f"{version}/{name}"] = series.changed_lines_digest((project.patches_dir / name).read_text())
+        own.write_bytes(patches.export_commit(repo, commit))
+        written[f"{version}/{name}"] = patches.changed_lines_digest((project.patches_dir / name).read_text())
     directory = project.backports_dir / version
     if directory.is_dir() and not any(directory.iterdir()):
         directory.rmdir()
-    releases["releases"][version]["files"] = series.pristine_hashes(repo)
+    releases["releases"][version]["files"] = patches.pristine_hashes(repo)
     releases["releases"][version]["backports"] = shared
     stored = {f"{path.parent.name}/{path.name}" for path in project.backports_dir.glob("*/*.patch")}
     digests = {**releases.get("backport_of", {}), **written}
@@ -343,7 +348,7 @@ def _fitting_backport(project, repo, version, name, commit):
 def add_release(project, version):
     """Record `version` as supported (its sdist's sha256; files and backports follow from the replay)."""
     if version in project.supported_releases():
-        raise SeriesError(f"diffusers {version} is already supported.")
+        raise ToolError(f"diffusers {version} is already supported.")
     sdist = upstream.fetch_sdist(version)
     releases = project.read_releases()
     releases["releases"][version] = {"sdist_sha256": upstream.sha256_of(sdist), "files": {}, "skipped": {}}
@@ -359,12 +364,10 @@ def release_vendor(project, version, primary=None):
     with tempfile.TemporaryDirectory() as tmp:
         if primary is None:
             primary = Path(tmp) / "primary"
-            series.scratch_checkout(project, primary)
+            patches.scratch_checkout(project, primary)
         if version == project.read_base()["version"]:
             return vendoring.build_vendor(project, primary, project.read_series())
         plan = release_checkout(project, primary, Path(tmp) / version, version)
         names = [name for name, _, _ in plan]
-        backported = [
-            name for name, patch, is_backport in plan if is_backport and patch.parent != project.upstream_fixes_dir
-        ]
+        backported = [name for name, _, kind in plan if kind == BACKPORT]
         return vendoring.build_vendor(project, Path(tmp) / version, names, record, backported)

@@ -1,6 +1,6 @@
 """Replays of the series, cached by what determines them.
 
-A replay (tools/series.py, tools/releases.py) is a clone of a pristine sdist with patches applied one by one by git,
+A replay (tools/patches.py, tools/releases.py) is a clone of a pristine sdist with patches applied one by one by git,
 each as a commit with fixed identities and dates (tools/git.py). The commit a patch makes is therefore a function of
 its parent, its name (the commit's `Patch-Filename:` trailer) and its bytes, with git's version. How it is applied
 (exactly, with offsets allowed, or with a 3-way merge) decides only whether it applies: `git am --3way` merges only

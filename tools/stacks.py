@@ -26,11 +26,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
 from diffusers_patched.selftest.judges import holds
 from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
-from tools import REPO_ROOT, series, upstream, wheels
+from tools import REPO_ROOT, patches, upstream, wheels
 from tools.carried_tests import passed_tests, run_carried_tests, write_carried_tests
 from tools.interpreter import run_python
 
@@ -50,9 +48,8 @@ def stack_pins(project, version, stack):
     """The pins of `stack` (FLOOR or NEWEST) for diffusers `version`."""
     if stack == FLOOR:
         return wheels.verified_ranges(version)
-    own = dict(line.split("==") for line in project.release_record(version).get("stack", []))
     newest = wheels.read_pins(wheels.STACKS_DIR / "newest.txt")
-    return {**newest, **{canonicalize_name(name): pin for name, pin in own.items()}}
+    return {**newest, **dict(map(wheels.parse_pin, project.release_record(version).get("stack", [])))}
 
 
 def _pip_error(output):
@@ -98,7 +95,7 @@ def stack_site(wheel, version, pins):
 
 
 def _own(pin):
-    return canonicalize_name(pin.split("==")[0]) in OWN
+    return wheels.parse_pin(pin)[0] in OWN
 
 
 def installed_plan(site):
@@ -217,7 +214,7 @@ def main(argv=None):
     parser.add_argument("--stack", action="append", choices=STACKS, help="a stack (repeatable; default: all)")
     parser.add_argument("--out", default="build/stacks.md", help="where the table goes too (default: %(default)s)")
     args = parser.parse_args(argv)
-    project = series.Project(REPO_ROOT)
+    project = patches.Project(REPO_ROOT)
     versions = args.release or project.supported_releases()
     stacks = [stack for stack in STACKS if stack in (args.stack or STACKS)]
     start = time.monotonic()

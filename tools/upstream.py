@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 
 from packaging.version import Version
 
-from . import SeriesError
+from . import ToolError
 from .git import borrow_objects, git
 
 
@@ -46,14 +46,14 @@ def fetch_sdist(version, expected_sha256=None):
             )  # fmt: skip
             downloaded = Path(download_dir) / sdist.name
             if result.returncode != 0 or not downloaded.exists():
-                raise SeriesError(
+                raise ToolError(
                     f"could not download the sdist of {UPSTREAM}=={version}: is it a released version? "
                     f"(`pip index versions {UPSTREAM}` lists them)\npip said: {result.stderr.strip()[-2000:]}"
                 )
             downloaded.rename(sdist)
     found = sha256_of(sdist)
     if expected_sha256 is not None and found != expected_sha256:
-        raise SeriesError(
+        raise ToolError(
             f"{sdist} has sha256 {found}, but patches/ records {expected_sha256} for {UPSTREAM} {version} "
             f"(base.json or releases.json). Delete {sdist} so that it is downloaded again; if upstream really "
             f"re-published {version}, review the change and update the record."
@@ -85,7 +85,7 @@ def extract_sdist(sdist, prefix, dest):
             member.name = member.name[len(prefix) :]
             path = PurePosixPath(member.name)
             if path.is_absolute() or ".." in path.parts:
-                raise SeriesError(f"{sdist}: member {prefix}{member.name} would be extracted outside {dest}.")
+                raise ToolError(f"{sdist}: member {prefix}{member.name} would be extracted outside {dest}.")
         # The "data" filter (Python >= 3.10.12 / 3.11.4 only) also drops special permission bits.
         tar.extractall(dest, members=members, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
 

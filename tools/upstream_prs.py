@@ -15,18 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import SeriesError
+from . import ToolError
 from .git import git, run_isolated
-from .series import (
-    AM_FLAGS,
-    _patch_hunks,
-    check_copies,
-    export_patches,
-    lint_style,
-    patch_metadata,
-    scratch_checkout,
-    series_commits,
-)
+from .patches import AM_FLAGS, lint_style, patch_hunks, patch_metadata, scratch_checkout, series_commits
+from .series import check_copies, export_patches
 from .upstream import UPSTREAM
 
 
@@ -47,9 +39,7 @@ _TEST_ENV = {"CUDA_VISIBLE_DEVICES": "", "DIFFUSERS_PATCHED": "0", "HF_HUB_OFFLI
 def read_prs(project):
     path = project.patches_dir / PRS_FILE
     if not path.exists():
-        raise SeriesError(
-            f"{path} is missing: it groups the forwardable patches into upstream PRs (patches/README.md)."
-        )
+        raise ToolError(f"{path} is missing: it groups the forwardable patches into upstream PRs (patches/README.md).")
     return json.loads(path.read_text())
 
 
@@ -167,7 +157,7 @@ def check_prs(project, repo):
     if not problems:
         problems = list(filter(None, (apply_pr(project, repo, prs, pr, entries) for pr in prs)))
     if problems:
-        raise SeriesError("\n".join(problems))
+        raise ToolError("\n".join(problems))
     return prs, metadata
 
 
@@ -206,7 +196,7 @@ def export_prs(project, out_dir, upstream_repo=None):
 
 
 def _changed_files(project, patches):
-    return sorted({path for name in patches for path in _patch_hunks((project.patches_dir / name).read_text())})
+    return sorted({path for name in patches for path in patch_hunks((project.patches_dir / name).read_text())})
 
 
 def _is_test_file(path):

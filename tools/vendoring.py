@@ -6,7 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from . import series, upstream
+from . import patches, upstream
 from .git import git
 
 
@@ -25,7 +25,7 @@ def module_name(vendored_path):
     return name[: -len(".__init__")] if name.endswith(".__init__") else name
 
 
-def render_manifest(record, files, patches, supported, post):
+def render_manifest(record, files, patch_entries, supported, post):
     """The generated `_vendor/__init__.py`: what activation, `status` and the wheel build need, with no I/O at start-up."""
     modules = {
         module_name(path): {"path": path, "pristine_sha256": record["files"].get(upstream.UPSTREAM_SOURCE_DIR + path)}
@@ -39,7 +39,7 @@ def render_manifest(record, files, patches, supported, post):
         f"POST = {post!r}\n"
         f"SUPPORTED_RELEASES = {supported!r}\n"
         f"MODULES = {pprint.pformat(modules, width=110)}\n"
-        f"PATCHES = {pprint.pformat(patches, width=110, sort_dicts=False)}\n"
+        f"PATCHES = {pprint.pformat(patch_entries, width=110, sort_dicts=False)}\n"
         f"SKIPPED = {pprint.pformat(record['skipped'], width=110)}\n"
         # The scenarios this release's checks expect to end otherwise, and why: `selftest` says so instead of failing.
         f"SCENARIOS_EXPECTED_OTHERWISE = {pprint.pformat(record.get('scenarios', {}), width=110)}\n"
@@ -48,10 +48,10 @@ def render_manifest(record, files, patches, supported, post):
 
 def manifest_entries(repo, names, backported=()):
     """One manifest entry per patch, as `status` shows it: subject and DEP-3 fields."""
-    patches = []
-    for name, commit in zip(names, series.series_commits(repo)):
-        metadata = series.patch_metadata(repo, commit)
-        patches.append(
+    patch_entries = []
+    for name, commit in zip(names, patches.series_commits(repo)):
+        metadata = patches.patch_metadata(repo, commit)
+        patch_entries.append(
             {
                 "file": name,
                 "subject": metadata["subject"],
@@ -63,24 +63,26 @@ def manifest_entries(repo, names, backported=()):
                 "backport": name in backported,
             }
         )
-    return patches
+    return patch_entries
 
 
 def build_vendor(project, repo, names, record=None, backported=()):
     """{relative path under _vendor: bytes} for pristine + series in `repo` (the primary's unless `record` says)."""
     record = record or {**project.read_base(), "skipped": {}}
     files = vendored_files(repo)
-    patches = manifest_entries(repo, names, backported)
+    patch_entries = manifest_entries(repo, names, backported)
     tree = dict(files)
     supported = project.supported_releases()
-    tree["__init__.py"] = render_manifest(record, files, patches, supported, project.read_releases()["post"]).encode()
+    tree["__init__.py"] = render_manifest(
+        record, files, patch_entries, supported, project.read_releases()["post"]
+    ).encode()
     # Apache-2.0 section 4: ship upstream's license, and say which files were changed and how.
     tree["LICENSE"] = (repo / "LICENSE").read_bytes()
-    tree["NOTICE"] = render_notice(record, files, patches).encode()
+    tree["NOTICE"] = render_notice(record, files, patch_entries).encode()
     return tree
 
 
-def render_notice(base, files, patches):
+def render_notice(base, files, patch_entries):
     return (
         f"The Python files in this directory are from {upstream.UPSTREAM} {base['version']} (https://github.com/huggingface/"
         f"{upstream.UPSTREAM}),\nCopyright The HuggingFace Team, licensed under the Apache License 2.0 (LICENSE here).\n\n"
@@ -88,7 +90,7 @@ def render_notice(base, files, patches):
         "diffusers-patched\nsource distribution and repository):\n"
         + "".join(
             f"  {patch['file']}{' (backported to this release)' if patch['backport'] else ''}: {patch['subject']}\n"
-            for patch in patches
+            for patch in patch_entries
         )
         + "\nModified files:\n"
         + "".join(f"  {path}\n" for path in sorted(files))
@@ -119,6 +121,6 @@ def vendor(project):
     """Regenerate the vendored tree from pristine + series."""
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "work"
-        entries = series.scratch_checkout(project, repo)
+        entries = patches.scratch_checkout(project, repo)
         write_vendor(project, build_vendor(project, repo, entries))
     return entries

@@ -17,9 +17,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from . import REPO_ROOT, releases, series, upstream, vendoring
+from . import REPO_ROOT, ToolError, patches, releases, upstream, vendoring
 
 
 # 2000-01-01, like the scratch commits: wheels depend on the sources only, not on when they were built.
@@ -31,15 +32,19 @@ _RANGE_RE = re.compile(r'"([A-Za-z0-9_.-]+)>=[^"]*"')
 STACKS_DIR = REPO_ROOT / "constraints"
 
 
+def parse_pin(pin):
+    """(canonical name, version) of an exact pin, `name==version`."""
+    requirement = Requirement(pin)
+    specifiers = list(requirement.specifier)
+    if len(specifiers) != 1 or specifiers[0].operator != "==":
+        raise ToolError(f"`{pin}` is not an exact pin: write `name==version`.")
+    return canonicalize_name(requirement.name), specifiers[0].version
+
+
 def read_pins(path):
     """{canonical name: version} of a constraints file's `name==version` lines."""
-    pins = {}
-    for line in Path(path).read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            name, version = line.split("==")
-            pins[canonicalize_name(name)] = version
-    return pins
+    lines = (line.split("#", 1)[0].strip() for line in Path(path).read_text().splitlines())
+    return dict(parse_pin(line) for line in lines if line)
 
 
 def verified_ranges(version):
@@ -47,7 +52,7 @@ def verified_ranges(version):
     the newest stack passes."""
     floor = STACKS_DIR / f"floor-{version}.txt"
     if not floor.exists():
-        raise series.SeriesError(
+        raise ToolError(
             f"constraints/{floor.name} is missing: write diffusers {version}'s floor stack (the oldest release of each "
             f"dependency it works with; see constraints/), then `make test-stacks RELEASE={version}`."
         )
@@ -59,7 +64,7 @@ def with_verified_ranges(pyproject, version):
     ranges = verified_ranges(version)
     declared = {canonicalize_name(name) for name in _RANGE_RE.findall(pyproject)}
     if not set(ranges) <= declared:
-        raise series.SeriesError(
+        raise ToolError(
             f"constraints/floor-{version}.txt pins {sorted(set(ranges) - declared)}, which pyproject.toml does not "
             "declare: a floor stack holds the declared dependencies only."
         )
@@ -83,7 +88,7 @@ def build_tree(project, version, dest, primary=None, vendor=None):
     )
     pyproject = (dest / "pyproject.toml").read_text()
     if len(_PIN_RE.findall(pyproject)) != 1:
-        raise series.SeriesError('pyproject.toml must pin diffusers exactly once ("diffusers==X.Y.Z").')
+        raise ToolError('pyproject.toml must pin diffusers exactly once ("diffusers==X.Y.Z").')
     pyproject = with_verified_ranges(_PIN_RE.sub(f'"diffusers=={version}"', pyproject), version)
     (dest / "pyproject.toml").write_text(pyproject)
     vendoring.write_vendor(
@@ -108,7 +113,7 @@ def build_wheel(project, version, out_dir, primary=None, vendor=None):
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         if result.returncode != 0:
-            raise series.SeriesError(f"building the wheel for diffusers {version} failed:\n{result.stderr[-4000:]}")
+            raise ToolError(f"building the wheel for diffusers {version} failed:\n{result.stderr[-4000:]}")
         (wheel,) = wheel_dir.glob("*.whl")
         target = Path(out_dir) / wheel.name
         shutil.move(wheel, target)
@@ -125,7 +130,7 @@ def build_wheels(project, out_dir, versions=None):
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         primary = Path(tmp) / "primary"  # one checkout of the primary's series, replayed onto every release
-        series.scratch_checkout(project, primary)
+        patches.scratch_checkout(project, primary)
         wheels = [build_wheel(project, version, out_dir, primary) for version in versions]
     sums = "".join(f"{upstream.sha256_of(path)}  {path.name}\n" for path in sorted(out_dir.glob("*.whl")))
     (out_dir / "SHA256SUMS").write_text(sums)
@@ -134,7 +139,7 @@ def build_wheels(project, out_dir, versions=None):
 
 def cached_wheel(requirement):
     """The wheel of `requirement` (`name==version`), downloaded once with pip (no dependencies) into the cache."""
-    name, version = requirement.split("==")
+    name, version = parse_pin(requirement)
     wheels = upstream.cache_dir() / "wheels"
     pattern = f"{re.sub(r'[-_.]+', '_', name)}-{version}-*.whl"
     found = sorted(wheels.glob(pattern))
@@ -147,7 +152,7 @@ def cached_wheel(requirement):
         )  # fmt: skip
         found = sorted(wheels.glob(pattern))
         if result.returncode != 0 or not found:
-            raise series.SeriesError(f"could not download the wheel of {requirement}:\n{result.stderr[-2000:]}")
+            raise ToolError(f"could not download the wheel of {requirement}:\n{result.stderr[-2000:]}")
     return found[0]
 
 
@@ -180,7 +185,7 @@ def release_site(project, version, wheel=None):
                 capture_output=True, text=True, check=False,
             )  # fmt: skip
             if result.returncode != 0:
-                raise series.SeriesError(f"installing diffusers {version} into {staging} failed:\n{result.stderr}")
+                raise ToolError(f"installing diffusers {version} into {staging} failed:\n{result.stderr}")
             try:
                 staging.rename(site)
             except OSError:  # another process made it first (the same wheels: the same directory)

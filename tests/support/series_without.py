@@ -1,0 +1,27 @@
+"""The series replayed without some of its patches, for the checks that each fix is necessary
+(tests/test_each_fix_is_necessary.py)."""
+
+from tools import ToolError, patches, replays, upstream
+
+
+def replay_without(project, removed, primary, dest):
+    """`dest`: a clone of the pristine base with the series less the patches `removed` applied as commits, each with a
+    3-way merge (the blobs it needs borrowed from `primary`, a `scratch_checkout`). A later patch that no longer
+    applies without them is left out too. Returns the names left out, in series order. With the replay cache, the
+    patches before the first one removed are the primary's commits (tools/replays.py)."""
+    base = project.read_base()
+    upstream.clone_pristine(base["version"], base["sdist_sha256"], dest, primary)
+    left_out = []
+    with replays.Replay(dest, base["sdist_sha256"]) as replayed:
+        for name in project.read_series():
+            patch = project.patches_dir / name
+            if name in removed:
+                left_out.append(name)
+                continue
+            try:
+                replayed.apply(
+                    name, patch, replays.THREE_WAY, lambda: patches.apply_patch(dest, name, patch, three_way=True)
+                )
+            except ToolError:
+                left_out.append(name)
+    return left_out
