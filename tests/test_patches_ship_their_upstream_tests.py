@@ -22,14 +22,14 @@ def test_every_patch_carries_an_upstream_test(upstream_tests):
     assert all(tests.values()), {name: files for name, files in tests.items() if not files}
 
 
-def test_upstream_tests_pass_with_the_patches(upstream_tests, python):
+def test_upstream_tests_pass_with_the_patches(upstream_tests, scenario_runner):
     directory, _ = upstream_tests
-    result = run_carried_tests(directory, python, patched=True)
+    result = run_carried_tests(directory, scenario_runner.python, patched=True)
     assert result.returncode == 0, result.stdout[-5000:]
     assert skipped_tests(result.stdout) == [], "skipped carried tests ran nothing"
 
 
-def test_a_skipped_carried_test_is_reported(tmp_path, python):
+def test_a_skipped_carried_test_is_reported(tmp_path, scenario_runner):
     # The positive control of the check above: a test skipped for a missing library, as upstream's `require_*`
     # decorators skip, is found in the report.
     (tmp_path / "tests").mkdir()
@@ -39,15 +39,15 @@ def test_a_skipped_carried_test_is_reported(tmp_path, python):
         "def test_with_the_library():\n"
         "    pass\n"
     )
-    result = run_carried_tests(tmp_path, python, patched=True)
+    result = run_carried_tests(tmp_path, scenario_runner.python, patched=True)
     assert result.returncode == 0, result.stdout
     (skipped,) = skipped_tests(result.stdout)
     assert skipped.startswith("tests/test_needs_a_library.py:") and skipped.endswith(": test requires PEFT backend")
 
 
-def test_each_patch_upstream_test_fails_without_the_patches(upstream_tests, python):
+def test_each_patch_upstream_test_fails_without_the_patches(upstream_tests, scenario_runner):
     directory, tests = upstream_tests
-    result = run_carried_tests(directory, python, patched=False)
+    result = run_carried_tests(directory, scenario_runner.python, patched=False)
     failing_files = set(
         re.findall(r"^(?:FAILED|ERROR|SUBFAILED\(.*?\)) (tests/[^:\s]+\.py)", result.stdout, re.MULTILINE)
     )

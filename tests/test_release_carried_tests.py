@@ -4,7 +4,8 @@ that `make test`'s two workers run them beside those (tests/conftest.py)."""
 
 import pytest
 
-from tests.conftest import REPO_ROOT, run_python
+from tests.conftest import REPO_ROOT
+from tests.support.forked_scenarios import ForkedScenarioRunner
 from tools import patches
 from tools.carried_tests import (
     failed_tests,
@@ -19,13 +20,31 @@ PROJECT = patches.Project(REPO_ROOT)
 OLDER = PROJECT.supported_releases()[1:]
 
 
+@pytest.fixture(scope="module")
+def runners(sites, scenario_runner):
+    """{release: the forked runner of its stack}: the run's own for releases on the verified stack, one server for each
+    set of other pins (0.37.1 to 0.41.0 pin the same huggingface_hub), on the first such release's site."""
+    by_pins = {(): scenario_runner}
+    servers = []
+    for version in OLDER:
+        pins = tuple(PROJECT.release_record(version).get("stack", []))
+        if pins not in by_pins:
+            by_pins[pins] = ForkedScenarioRunner(stack_site=sites[version])
+            servers.append(by_pins[pins])
+    yield {version: by_pins[tuple(PROJECT.release_record(version).get("stack", []))] for version in OLDER}
+    for server in servers:
+        server.close()
+
+
 @pytest.mark.parametrize("version", OLDER)
-def test_carried_upstream_tests_pass_on_the_release(version, sites, tmp_path):
+def test_carried_upstream_tests_pass_on_the_release(version, sites, runners, tmp_path):
     """The upstream-style tests the patches carry (a backport's own where the release has one) pass on its build, but
     those releases.json records as not applicable to the release (`carried_tests`: node id or prefix -> why)."""
     write_carried_tests(PROJECT, version, tmp_path)
     recorded = PROJECT.release_record(version).get("carried_tests", {})
-    result = run_carried_tests(tmp_path, run_python, patched=True, env={"PYTHONPATH": str(sites[version])})
+    result = run_carried_tests(
+        tmp_path, runners[version].python, patched=True, env={"PYTHONPATH": str(sites[version])}
+    )
 
     def is_recorded(node_id):
         return any(node_id.startswith(prefix) for prefix in recorded)

@@ -30,7 +30,8 @@ def write_carried_tests(project, version, directory):
 
 def run_carried_tests(directory, python, patched, env=None, select=("tests",), deselect=()):
     """pytest on the tests `write_carried_tests` wrote (`select`: node ids or prefixes, all by default, less
-    `deselect`), in a fresh interpreter, with or without the patches.
+    `deselect`), with or without the patches, run by `python`: `tools.interpreter.run_python` (a fresh interpreter) or
+    a callable with its signature.
 
     CUDA is hidden: the carried tests are about the CPU (on a GPU machine transformers and diffusers would put
     bitsandbytes models on GPU 0 by themselves); tests/gpu has the CUDA checks."""

@@ -1,14 +1,17 @@
-"""Scenario runs forked from one interpreter that has imported the stack once.
+"""Scenario runs, and other code (the carried upstream-style tests' pytest), forked from one interpreter that has
+imported the stack once.
 
-A fresh interpreter spends about 5 s importing torch, transformers, accelerate, peft and bitsandbytes before the first
-scenario. tests/test_each_fix_is_necessary.py runs the scenarios against one site per patch, sites that differ from
-the installed package only in diffusers-patched's vendored tree; tests/test_releases.py runs both sides on each
-release's site; the other tests run the primary's scenarios, offload modes and nudged comparisons on both sides
-(`scenario_runner` in conftest.py: one server per pytest process). Here one server interpreter imports the stack once, without diffusers or diffusers-patched, and forks
+A fresh interpreter spends about 5 s importing torch, transformers, accelerate, peft and bitsandbytes before its first
+scenario or test. tests/test_each_fix_is_necessary.py runs the scenarios against one site per patch, sites that differ
+from the installed package only in diffusers-patched's vendored tree; tests/test_releases.py runs both sides on each
+release's site and tests/test_release_carried_tests.py the carried tests; the other tests run the primary's scenarios,
+offload modes, nudged comparisons and carried tests on both sides (`scenario_runner` in conftest.py: one server per
+pytest process). Here one server interpreter imports the stack once, without diffusers or diffusers-patched, and forks
 for each run. The fork puts its site first on the path and imports diffusers-patched from it, switched on or off as
 the side asks, as the .pth file of a fresh interpreter with the site first on PYTHONPATH does (the fork checks both);
-then it runs the scenarios as `run_scenarios` does. A site that pins other versions of the stack (tools/wheels.py
-`release_site`) is the server's own (`stack_site`), so that the server imports them from it.
+then it runs its code as `python -c` would. A site that pins other versions of the stack (tools/wheels.py
+`release_site`) is the server's own (`stack_site`), so that the server imports them from it; releases that pin the
+same versions can share a server.
 """
 
 import json
@@ -22,7 +25,7 @@ from diffusers_patched.selftest.scenarios import read_outcomes
 
 
 _SERVER = """
-import json, os, runpy, sys
+import json, os, sys
 
 import accelerate, bitsandbytes, gguf, huggingface_hub, peft, safetensors.torch, torch, transformers  # noqa: F401
 
@@ -36,19 +39,21 @@ for line in sys.stdin:
         try:
             for fd, path in ((1, job["stdout"]), (2, job["stderr"])):
                 os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-            os.chdir(job["workdir"])
+            os.chdir(job["cwd"])
             if job["site"]:
                 sys.path.insert(0, job["site"])
             # What the .pth reads; importing the package activates the vendored tree, or leaves it off.
-            os.environ["DIFFUSERS_PATCHED"] = "1" if job["patched"] else "0"
+            os.environ.update(job["env"], DIFFUSERS_PATCHED="1" if job["patched"] else "0")
             from diffusers_patched import activation
 
             assert activation.__file__.startswith(job["site"] or ""), activation.__file__
             assert activation.state.reason.startswith("active") == job["patched"], activation.state.reason
-            # `python -m MODULE WORKDIR NAMES...`, as run_scenarios starts it.
-            sys.argv = [job["module"], job["workdir"], *job["names"]]
-            runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
-            status = 0
+            # As `python -c CODE` runs it.
+            try:
+                exec(compile(job["code"], "<forked job>", "exec"), {"__name__": "__main__"})
+                status = 0
+            except SystemExit as exit:
+                status = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -70,19 +75,32 @@ class ForkedScenarioRunner:
             [sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
 
-    def run(self, names, patched, site=None, module="diffusers_patched.selftest.scenarios"):
-        with tempfile.TemporaryDirectory() as workdir:
-            stdout, stderr = Path(workdir) / "stdout", Path(workdir) / "stderr"
-            site = None if site is None else str(site)
-            job = {"names": names, "patched": patched, "site": site, "module": module, "workdir": workdir}
+    def python(self, code, *, patched=True, env=None, cwd=None):
+        """`code` run as `tools.interpreter.run_python` runs it in a fresh interpreter, in a fork of the server: a
+        `PYTHONPATH` in `env` is the site put first on the path, the rest of `env` the fork's environment. Returns a
+        `subprocess.CompletedProcess`."""
+        env = dict(env or {})
+        site = env.pop("PYTHONPATH", None)
+        with tempfile.TemporaryDirectory() as logs:
+            stdout, stderr = Path(logs) / "stdout", Path(logs) / "stderr"
+            job = {"code": code, "patched": patched, "site": site, "env": env, "cwd": str(cwd or logs)}
             self.server.stdin.write(json.dumps({**job, "stdout": str(stdout), "stderr": str(stderr)}) + "\n")
             self.server.stdin.flush()
             status = self.server.stdout.readline()
             if not status:
                 raise RuntimeError(f"the scenario server exited ({self.server.wait()}); its stderr is above")
-            if int(status) != 0:
-                raise RuntimeError(f"the scenario run exited with {int(status)}:\n{stderr.read_text()[-3000:]}")
-            return read_outcomes(stdout.read_text(), stderr.read_text(), names)
+            return subprocess.CompletedProcess(code, int(status), stdout.read_text(), stderr.read_text())
+
+    def run(self, names, patched, site=None, module="diffusers_patched.selftest.scenarios"):
+        with tempfile.TemporaryDirectory() as workdir:
+            # `python -m MODULE WORKDIR NAMES...`, as run_scenarios starts it.
+            argv = [module, workdir, *names]
+            code = f"import runpy, sys\nsys.argv = {argv!r}\nrunpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+            env = {} if site is None else {"PYTHONPATH": str(site)}
+            result = self.python(code, patched=patched, env=env, cwd=workdir)
+        if result.returncode != 0:
+            raise RuntimeError(f"the scenario run exited with {result.returncode}:\n{result.stderr[-3000:]}")
+        return read_outcomes(result.stdout, result.stderr, names)
 
     def close(self):
         self.server.stdin.close()
