@@ -8,7 +8,8 @@ numbers, counts, devices or the error it raised; the tests assert on those. Test
 import pytest
 
 from diffusers_patched.selftest.judges import TOLERANCE
-from diffusers_patched.selftest.scenarios import PLAN_BUDGETS, REFUSED, RIGHT, SCENARIOS, WRONG
+from diffusers_patched.selftest.scenarios import REFUSED, RIGHT, SCENARIOS, WRONG
+from diffusers_patched.selftest.scenarios.device_map import PLAN_BUDGETS
 from tests.conftest import REPO_ROOT
 from tests.support.assertions import (
     CAST_ERROR,

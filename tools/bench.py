@@ -376,7 +376,7 @@ def _case_gguf_lora_forward(size):
 
 
 def _case_device_map_planning(size):
-    from diffusers_patched.selftest.scenarios import DEVICE_MAP_TEXT_ENCODER, GPU_BUDGET_FITS_ONLY_QUANTIZED
+    from diffusers_patched.selftest.scenarios.device_map import DEVICE_MAP_TEXT_ENCODER, GPU_BUDGET_FITS_ONLY_QUANTIZED
     from diffusers_patched.selftest.tiny_pipelines import (
         bnb_text_encoder_config,
         load_tiny_sd_pipeline,
@@ -520,7 +520,7 @@ def _gpu_case_device_map_placement(size):
     import torch
 
     from diffusers_patched.selftest.gpu_scenarios import GPU0_BUDGETS, recording_planned_sizes
-    from diffusers_patched.selftest.scenarios import DEVICE_MAP_TEXT_ENCODER
+    from diffusers_patched.selftest.scenarios.device_map import DEVICE_MAP_TEXT_ENCODER
     from diffusers_patched.selftest.tiny_pipelines import (
         bnb_text_encoder_config,
         load_tiny_sd_pipeline,

@@ -1,6 +1,6 @@
 """`diffusers-patched selftest`: one flow per fix family, run on the installed stack and device, offline.
 
-Each flow is a scenario of `scenarios.py` (CPU) or `gpu_scenarios.py` (CUDA): tiny models built in a temporary
+Each flow is a scenario of `scenarios/` (CPU) or `gpu_scenarios.py` (CUDA): tiny models built in a temporary
 directory, one user flow, and the scenario's judge against an independent reference. The patched side runs in fresh
 interpreters like `make demo`'s; `--upstream` runs the same flows with `DIFFUSERS_PATCHED=0` beside them, to show what
 the image would hit without the patches. The exit status is 1 when a fix does not hold on the patched side.

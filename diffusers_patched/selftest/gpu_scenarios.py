@@ -23,21 +23,19 @@ from contextlib import contextmanager
 from unittest import mock
 
 from .judges import FAILS, RIGHT, TOLERANCE, WRONG, close, within_tolerance
-from .scenarios import (
-    DEVICE_MAP_TEXT_ENCODER,
+from .scenarios.common import (
     LLAMA_CPU_DISK_MAP,
     _diffs,
     _encode,
-    _main,
     _make_bnb_offload_safe,
     _text_encoder_lora,
     diffusers_log_messages,
-    error_of,
     llama_logits,
     load_tiny_llama_4bit,
     save_tiny_llama_with_adapter,
-    scenario,
 )
+from .scenarios.device_map import DEVICE_MAP_TEXT_ENCODER
+from .scenarios.registry import _main, error_of, scenario
 from .tiny_pipelines import bnb_text_encoder_config, fixed_text_input, load_tiny_sd_pipeline, save_tiny_sd_pipeline
 
 

@@ -9,7 +9,8 @@ tests/test_judges.py shows that right results read right against it, and wrong r
 import sys
 
 from .judges import WRONG, close
-from .scenarios import _main, save_ltx_repos_with_and_without_multiplier, scenario
+from .scenarios.from_pretrained import save_ltx_repos_with_and_without_multiplier
+from .scenarios.registry import _main, scenario
 from .tiny_pipelines import offload_diff
 
 

@@ -1,13 +1,14 @@
 """The pipelines whose offload tests upstream skips, in every offload mode: the README's pipeline x mode table.
 
 Each (pipeline, mode) is a scenario of this module's own registry, run on both sides by tests/test_offload_modes.py;
-scenarios.py has the demo's rows of the same pipelines (the modes upstream fails in).
+scenarios/group_offload.py and scenarios/offload.py have the demo's rows of the same pipelines (the modes upstream fails in).
 """
 
 import sys
 
 from .judges import close
-from .scenarios import _main, offload_run, scenario
+from .scenarios.offload import offload_run
+from .scenarios.registry import _main, scenario
 from .tiny_pipelines import OFFLOAD_MODES, TINY_OFFLOAD_PIPELINES
 
 

@@ -30,6 +30,7 @@ sys.meta_path.insert(0, _WithoutAvx512Bf16())
 
 
 if __name__ == "__main__":
-    from diffusers_patched.selftest.scenarios import SCENARIOS, _main
+    from diffusers_patched.selftest.scenarios import SCENARIOS
+    from diffusers_patched.selftest.scenarios.registry import _main
 
     _main(SCENARIOS, *sys.argv[1:])
