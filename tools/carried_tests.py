@@ -28,15 +28,13 @@ def write_carried_tests(project, version, directory):
     return tests
 
 
-def run_carried_tests(directory, python, patched, env=None, select=("tests",), deselect=()):
-    """pytest on the tests `write_carried_tests` wrote (`select`: node ids or prefixes, all by default, less
-    `deselect`), with or without the patches, run by `python`: `tools.interpreter.run_python` (a fresh interpreter) or
-    a callable with its signature.
+def run_carried_tests(directory, python, patched, env=None):
+    """pytest on the tests `write_carried_tests` wrote, with or without the patches, run by `python`:
+    `tools.interpreter.run_python` (a fresh interpreter) or a callable with its signature.
 
     CUDA is hidden: the carried tests are about the CPU (on a GPU machine transformers and diffusers would put
     bitsandbytes models on GPU 0 by themselves); tests/gpu has the CUDA checks."""
-    args = ["-q", "-rA", "-p", "no:cacheprovider", "--continue-on-collection-errors", *select]
-    args += [f"--deselect={node_id}" for node_id in deselect]
+    args = ["-q", "-rA", "-p", "no:cacheprovider", "--continue-on-collection-errors", "tests"]
     env = {"CUDA_VISIBLE_DEVICES": "", **(env or {})}
     return python(f"import sys, pytest; sys.exit(pytest.main({args!r}))", patched=patched, cwd=directory, env=env)
 

@@ -70,9 +70,10 @@ class Project:
         self.base_file.write_text(json.dumps(base, indent=2, sort_keys=True) + "\n")
 
     def read_releases(self):
-        """patches/releases.json: the post-release number of the builds, and every supported release but the primary
-        (base.json), each with its sdist sha256, the pristine sha256 of the files its series touches, and the patches
-        it skips with the reason."""
+        """patches/releases.json: the post-release number of the builds, every supported release but the primary
+        (base.json), each with its sdist sha256, the pristine sha256 of the files its series touches, the patches it
+        skips with the reason and the scenarios it shows otherwise with a reason's key, and those reasons (`reasons`,
+        written once for every release they apply to)."""
         if not self.releases_file.exists():
             return {"post": 1, "releases": {}}
         return json.loads(self.releases_file.read_text())
@@ -86,7 +87,8 @@ class Project:
         return [self.read_base()["version"], *older]
 
     def release_record(self, version):
-        """{version, sdist_sha256, files, skipped} of a supported release; the primary's is base.json."""
+        """{version, sdist_sha256, files, skipped, ...} of a supported release, its scenarios' reasons written out; the
+        primary's is base.json."""
         base = self.read_base()
         if version == base["version"]:
             return {**base, "skipped": {}}
@@ -96,7 +98,20 @@ class Project:
                 f"diffusers {version} is not a supported release; supported: {', '.join(self.supported_releases())}. "
                 f"To support it, `python -m tools.cli add-release {version}`."
             )
-        return {"version": version, "skipped": {}, **releases[version]}
+        record = {"version": version, "skipped": {}, **releases[version]}
+        reasons = self.read_releases().get("reasons", {})
+        unknown = sorted(
+            {key for sides in record.get("scenarios", {}).values() for key in sides.values()} - set(reasons)
+        )
+        if unknown:
+            raise ToolError(
+                f"releases.json: {version}'s scenarios give reasons {unknown} that `reasons` does not hold."
+            )
+        record["scenarios"] = {
+            name: {side: reasons[key].format(release=version) for side, key in sides.items()}
+            for name, sides in record.get("scenarios", {}).items()
+        }
+        return record
 
     def backport_path(self, version, name):
         return self.backports_dir / version / name
