@@ -25,7 +25,18 @@ def write_carried_tests(project, version, directory):
     # `__init__.py` files out.
     for package in [directory / "tests", *(path for path in (directory / "tests").rglob("*") if path.is_dir())]:
         (package / "__init__.py").touch()
+    (directory / "tests" / "conftest.py").write_text(_CONFTEST)
     return tests
+
+
+# The harness's, not a patch's: as in the scenario interpreters, memory a flow never wrote reads NaN (`torch.empty`
+# fills it in deterministic mode, which upstream's `enable_full_determinism` sets), so that a test reading a weight
+# that offloading emptied fails on every run, not only when the allocator hands back other memory.
+_CONFTEST = """import torch
+
+
+torch.use_deterministic_algorithms(True, warn_only=True)
+"""
 
 
 def run_carried_tests(directory, python, patched, env=None):
