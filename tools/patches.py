@@ -92,14 +92,15 @@ class Project:
         base = self.read_base()
         if version == base["version"]:
             return {**base, "skipped": {}}
-        releases = self.read_releases()["releases"]
+        records = self.read_releases()
+        releases = records["releases"]
         if version not in releases:
             raise ToolError(
                 f"diffusers {version} is not a supported release; supported: {', '.join(self.supported_releases())}. "
                 f"To support it, `python -m tools.cli add-release {version}`."
             )
         record = {"version": version, "skipped": {}, **releases[version]}
-        reasons = self.read_releases().get("reasons", {})
+        reasons = records.get("reasons", {})
         unknown = sorted(
             {key for sides in record.get("scenarios", {}).values() for key in sides.values()} - set(reasons)
         )
