@@ -88,6 +88,7 @@ LEFT_OUT_TOGETHER = {
     "size-bitsandbytes-components-as-they-will-be-loaded.patch": [
         "count-tied-weights-once-when-planning.patch",
         "count-float32-modules-in-float32-when-planning.patch",
+        "size-quanto-and-torchao-components-as-they-will-be-loaded.patch",
     ],
 }
 

@@ -249,11 +249,40 @@ def load_with_plan(path, plan, quantization_config=None, **kwargs):
         return load_tiny_sd_pipeline(path, device_map="balanced", quantization_config=quantization_config, **kwargs)
 
 
+def planned_sizes(load, *args, **kwargs):
+    """The size `from_pretrained(device_map="balanced")` plans for each component, in bytes: `load(*args, **kwargs)` runs
+    until the planner has sized them (no weight is loaded)."""
+    from diffusers.pipelines import pipeline_loading_utils
+
+    captured = {}
+
+    class _Sized(Exception):
+        pass
+
+    def spy(module_sizes, *_args, **_kwargs):
+        captured.update(module_sizes)
+        raise _Sized
+
+    with mock.patch.object(pipeline_loading_utils, "_assign_components_to_devices", spy):
+        try:
+            load(*args, device_map="balanced", max_memory={0: "1GB", "cpu": "1GB"}, **kwargs)
+        except _Sized:
+            pass
+    return captured
+
+
+def _stored_tensors(tensor):
+    if not hasattr(tensor, "__tensor_flatten__"):
+        return [tensor]
+    return [stored for name in tensor.__tensor_flatten__()[0] for stored in _stored_tensors(getattr(tensor, name))]
+
+
 def loaded_size(model):
-    """Bytes of the parameters and buffers of `model`, with the quantization statistics bitsandbytes keeps."""
+    """Bytes of the parameters and buffers of `model`, with the quantization statistics bitsandbytes keeps and the
+    inner tensors (data, scales, zero points) a quanto or torchao weight is stored in."""
     tensors = {}
     for tensor in [*model.parameters(), *model.buffers()]:
-        tensors[id(tensor)] = tensor
+        tensors.update({id(t): t for t in _stored_tensors(tensor)})
         quant_state = getattr(tensor, "quant_state", None)
         if quant_state is not None:
             extra = [quant_state.absmax, quant_state.code]

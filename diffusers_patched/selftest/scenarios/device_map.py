@@ -1,4 +1,4 @@
-"""`device_map="balanced"` planning of pipelines with bitsandbytes components, and their placement."""
+"""`device_map="balanced"` planning of pipelines with quantized components, and their placement."""
 
 import logging
 
@@ -8,7 +8,9 @@ from ..tiny_pipelines import (
     fixed_text_input,
     load_tiny_sd_pipeline,
     load_with_plan,
+    loaded_size,
     plan_with_budget,
+    planned_sizes,
     recording_weight_reads,
     save_tiny_sd_pipeline,
 )
@@ -157,3 +159,71 @@ def bnb_text_encoder_planned_on_cpu(workdir):
         "absmax_device": str(weight.quant_state.absmax.device),
         "diffs": diffs,
     }
+
+
+# The planner's guarantee the scenario checks: each component planned within this fraction of the bytes it holds once
+# loaded (GGUF models keep a few float32 tensors in float32 that the plan counts in the pipeline's dtype: 1.7%).
+PLANNED_SIZE_BOUND = 0.05
+
+
+def _judge_quantized_components_planned_at_loaded_size(result):
+    ratios = {name: planned / loaded for name, (planned, loaded) in result["sizes"].items()}
+    worst = max(ratios, key=lambda name: abs(ratios[name] - 1))
+    figure = f"worst planned/loaded {ratios[worst]:.3f} ({worst}; bound 1 ± {PLANNED_SIZE_BOUND})"
+    return (RIGHT if abs(ratios[worst] - 1) <= PLANNED_SIZE_BOUND else WRONG), figure
+
+
+@scenario(
+    "quanto-torchao-gguf-planned-at-loaded-size",
+    patch="size-quanto-and-torchao-components-as-they-will-be-loaded.patch",
+    summary='device_map="balanced" sizes of quanto (int8, int4), torchao (int8 weight-only) and GGUF (Q8_0) components',
+    text="planned / loaded bytes: {sizes}",
+    judge=_judge_quantized_components_planned_at_loaded_size,
+)
+def quanto_torchao_gguf_planned_at_loaded_size(workdir):
+    import torch
+    from diffusers import QuantoConfig, TorchAoConfig, WanPipeline
+    from diffusers.quantizers import PipelineQuantizationConfig
+    from torchao.quantization import Int8WeightOnlyConfig
+    from transformers import QuantoConfig as TransformersQuantoConfig
+    from transformers import TorchAoConfig as TransformersTorchAoConfig
+
+    from ..tiny_checkpoints import (
+        build_wan,
+        load_wan_single_file,
+        wan_config,
+        wan_original_state_dict,
+        wan_transformer_pipeline,
+        write_config_dir,
+        write_gguf,
+    )
+
+    path = save_tiny_sd_pipeline(workdir / "pipe", text_encoder_kwargs=DEVICE_MAP_TEXT_ENCODER)
+    configs = {
+        "quanto int8": (QuantoConfig(weights_dtype="int8"), TransformersQuantoConfig(weights="int8")),
+        "quanto int4": (QuantoConfig(weights_dtype="int4"), TransformersQuantoConfig(weights="int4")),
+        "torchao int8": (TorchAoConfig(Int8WeightOnlyConfig()), TransformersTorchAoConfig(Int8WeightOnlyConfig())),
+    }
+    sizes = {}
+    for backend, (unet_config, text_encoder_config) in configs.items():
+        config = PipelineQuantizationConfig(quant_mapping={"unet": unet_config, "text_encoder": text_encoder_config})
+        planned = planned_sizes(load_tiny_sd_pipeline, path, quantization_config=config)
+        pipe = load_tiny_sd_pipeline(path, quantization_config=config)
+        for name in ("unet", "text_encoder"):
+            sizes[f"{backend} {name}"] = (planned[name], loaded_size(getattr(pipe, name)))
+
+    # GGUF models come to a pipeline loaded, as the components passed to `from_pretrained`.
+    wan = wan_config("t2v")
+    gguf_path = write_gguf(wan_original_state_dict(build_wan(wan)), str(workdir / "wan.gguf"))
+    transformer = load_wan_single_file(
+        gguf_path,
+        write_config_dir("WanTransformer3DModel", wan, str(workdir / "cfg")),
+        compute_dtype=torch.bfloat16,
+        torch_dtype=torch.bfloat16,
+    )
+    wan_transformer_pipeline(build_wan(wan)).save_pretrained(workdir / "wan")
+    planned = planned_sizes(
+        WanPipeline.from_pretrained, workdir / "wan", transformer=transformer, torch_dtype=torch.bfloat16
+    )
+    sizes["GGUF Q8_0 transformer"] = (planned["transformer"], loaded_size(transformer))
+    return {"sizes": sizes}

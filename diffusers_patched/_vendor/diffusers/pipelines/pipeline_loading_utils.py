@@ -38,6 +38,7 @@ from ..utils import (
     _maybe_remap_transformers_class,
     deprecate,
     get_class_from_dynamic_module,
+    get_module_from_name,
     is_accelerate_available,
     is_peft_available,
     is_sdnq_available,
@@ -654,16 +655,18 @@ def _load_empty_model(
     return model
 
 
-def _prepare_empty_model_for_sizing(model: torch.nn.Module, name: str, quantization_config: Any | None) -> None:
+def _prepare_empty_model_for_sizing(
+    model: torch.nn.Module, name: str, quantization_config: Any | None, dtype: torch.dtype | None = None
+) -> None:
     """
     Prepares `model`, an empty model, to be sized the way `name` will be loaded, without loading weights: ties its
     weights as transformers does when loading (so that they count once), and replaces its layers the way they will be
     quantized. The quantization config is the one the checkpoint was saved with, or else what `quantization_config` (a
     `PipelineQuantizationConfig`) resolves for `name`.
 
-    Only bitsandbytes quantization is handled: how much torchao and quanto save is decided layer by layer while
-    loading, and GGUF weights keep the quantization types of the checkpoint, so the size of their models is not known
-    before loading. These are sized unquantized, which can only overestimate them.
+    bitsandbytes layers are sized from their shapes in `_get_component_size`. quanto and torchao quantize each weight
+    as it is loaded: their weights are quantized here, on the meta device, as loading will quantize them. GGUF models
+    are only passed to pipelines already loaded, and are sized as they are.
     """
     from ..models.modeling_utils import ModelMixin
     from ..quantizers import DiffusersAutoQuantizer, PipelineQuantizationConfig
@@ -682,7 +685,12 @@ def _prepare_empty_model_for_sizing(model: torch.nn.Module, name: str, quantizat
             is_diffusers=is_diffusers_model, module_name=name
         )
 
-    if _get_bitsandbytes_quantization_method(model_quant_config) is None:
+    if isinstance(model_quant_config, dict):
+        quant_method = model_quant_config.get("quant_method")
+    else:
+        quant_method = getattr(model_quant_config, "quant_method", None)
+    quantizes_while_loading = quant_method in (QuantizationMethod.QUANTO, QuantizationMethod.TORCHAO)
+    if _get_bitsandbytes_quantization_method(model_quant_config) is None and not quantizes_while_loading:
         return
 
     # Quantizers can update their config while processing a model (e.g. `llm_int8_skip_modules`), so work on a copy.
@@ -694,6 +702,9 @@ def _prepare_empty_model_for_sizing(model: torch.nn.Module, name: str, quantizat
             keep_in_fp32_modules = model._keep_in_fp32_modules
             if not isinstance(keep_in_fp32_modules, list):
                 keep_in_fp32_modules = [keep_in_fp32_modules]
+        if dtype is None:
+            # Without a `torch_dtype`, the quantizer picks the dtype the model is loaded in.
+            model.to(dtype=hf_quantizer.update_torch_dtype(dtype))
         hf_quantizer.preprocess_model(model=model, device_map=None, keep_in_fp32_modules=keep_in_fp32_modules)
     else:
         from transformers.quantizers import AutoHfQuantizer
@@ -701,13 +712,54 @@ def _prepare_empty_model_for_sizing(model: torch.nn.Module, name: str, quantizat
         hf_quantizer = AutoHfQuantizer.from_config(model_quant_config, pre_quantized=pre_quantized)
         hf_quantizer.preprocess_model(model=model, device_map=None)
 
+    if quantizes_while_loading:
+        _quantize_empty_weights(model, hf_quantizer)
+
+
+def _quantize_empty_weights(model: torch.nn.Module, hf_quantizer: Any) -> None:
+    """
+    Quantizes the weights of `model`, an empty model processed by `hf_quantizer` (quanto or torchao), where loading
+    will quantize them. Their quantized tensors are built on the meta device like any other, so they hold the inner
+    tensors (data, scales, zero points) the loaded model will hold, without data.
+    """
+    from ..models.modeling_utils import ModelMixin
+
+    for param_name, param in list(model.named_parameters()):
+        if isinstance(model, ModelMixin):
+            if hf_quantizer.check_if_quantized_param(model, param, param_name, state_dict={}):
+                hf_quantizer.create_quantized_param(
+                    model, param, param_name, param.device, state_dict={}, unexpected_keys=[], dtype=param.dtype
+                )
+        elif hf_quantizer.param_needs_quantization(model, param_name):
+            # What transformers' quantize operations do once the weight is loaded.
+            module, _ = get_module_from_name(model, param_name)
+            if hf_quantizer.quantization_config.quant_method == QuantizationMethod.QUANTO:
+                module.freeze()
+            else:
+                from torchao.quantization import quantize_
+
+                quantize_(module, hf_quantizer.quantization_config.get_apply_tensor_subclass())
+
+
+def _get_quantized_tensor_size(tensor: torch.Tensor) -> int:
+    """Returns the number of bytes of a quanto or torchao tensor subclass: those of the tensors it is made of."""
+    if not hasattr(tensor, "__tensor_flatten__"):
+        return tensor.numel() * tensor.element_size()
+    inner_tensor_names, _ = tensor.__tensor_flatten__()
+    return sum(
+        _get_quantized_tensor_size(getattr(tensor, name))
+        for name in inner_tensor_names
+        if getattr(tensor, name) is not None
+    )
+
 
 def _get_component_size(model: torch.nn.Module, dtype: torch.dtype | None, is_empty: bool = True) -> int:
     """
     Returns the number of bytes `model` will take once loaded in `dtype`. For an empty model prepared by
     `_prepare_empty_model_for_sizing`, bitsandbytes layers count their quantized weights and quantization statistics,
     and the layers bitsandbytes skips (`llm_int8_skip_modules`, `_keep_in_fp32_modules`, embeddings, norms...) count in
-    `dtype`. Modules kept in float32 count in float32: diffusers keeps `_keep_in_fp32_modules` in float32 whatever the
+    `dtype`. quanto and torchao weights, in a loaded model or quantized on the meta device, count the tensors they are
+    stored in. Modules kept in float32 count in float32: diffusers keeps `_keep_in_fp32_modules` in float32 whatever the
     dtype, transformers only in float16, and `_keep_in_fp32_modules_strict` in float16 and bfloat16.
     """
     keep_in_fp32_modules = []
@@ -727,6 +779,11 @@ def _get_component_size(model: torch.nn.Module, dtype: torch.dtype | None, is_em
     }
     module_sizes = compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes)
     size = module_sizes[""]
+
+    # quanto and torchao weights report the dtype they compute in, not the types they are stored in.
+    for name, param in model.named_parameters():
+        if hasattr(param, "__tensor_flatten__"):
+            size += _get_quantized_tensor_size(param) - module_sizes[name]
 
     if not is_empty or getattr(model, "quantization_method", None) != QuantizationMethod.BITS_AND_BYTES:
         return size
@@ -839,7 +896,9 @@ def _get_final_device_map(device_map, pipeline_class, passed_class_obj, init_dic
                 revision=kwargs.get("revision", None),
             )
             if loaded_sub_model is not None:
-                _prepare_empty_model_for_sizing(loaded_sub_model, name, kwargs.get("quantization_config", None))
+                _prepare_empty_model_for_sizing(
+                    loaded_sub_model, name, kwargs.get("quantization_config", None), sub_model_dtype
+                )
 
         if loaded_sub_model is not None:
             init_empty_modules[name] = loaded_sub_model
