@@ -774,7 +774,7 @@ def _get_component_size(model: torch.nn.Module, dtype: torch.dtype | None, is_em
                 keep_in_fp32_modules = [keep_in_fp32_modules]
     special_dtypes = {
         name: torch.float32
-        for name, _ in model.named_parameters()
+        for name, _ in [*model.named_parameters(), *model.named_buffers()]
         if any(module_to_keep_in_fp32 in name.split(".") for module_to_keep_in_fp32 in keep_in_fp32_modules)
     }
     module_sizes = compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes)
