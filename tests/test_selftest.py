@@ -62,3 +62,10 @@ def test_a_flow_its_release_expects_otherwise_is_not_covered(monkeypatch):
     monkeypatch.undo()
     # The primary's build covers every flow.
     assert [flow.scenario for flow in command.CPU_FLOWS + command.CUDA_FLOWS if command.uncovered(flow)] == []
+
+
+def test_a_flow_whose_backend_is_not_installed_is_not_covered():
+    from diffusers_patched.selftest import command
+
+    flow = command.Flow("planning", "quanto-torchao-gguf-planned-at-loaded-size", "cpu", requires=(("no_such", "x"),))
+    assert command.uncovered(flow) == 'needs `pip install "diffusers-patched[x]"`'

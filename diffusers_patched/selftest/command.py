@@ -6,6 +6,7 @@ interpreters like `make demo`'s; `--upstream` runs the same flows with `DIFFUSER
 the image would hit without the patches. The exit status is 1 when a fix does not hold on the patched side.
 """
 
+import importlib.util
 import json
 import platform
 import sys
@@ -27,6 +28,8 @@ class Flow:
     family: str
     scenario: str
     device: str
+    # {importable module: the diffusers-patched extra that installs it}: the optional backends the flow needs.
+    requires: tuple = ()
 
     @property
     def module(self):
@@ -38,6 +41,12 @@ CPU_FLOWS = [
     Flow("LoRA loaded into a 4-bit model while offloaded", "bnb-4bit-lora-while-sequentially-offloaded", "cpu"),
     Flow("bitsandbytes 8-bit, sequential offload and LoRA", "bnb-8bit-sequential-offload-and-lora", "cpu"),
     Flow('device_map="balanced" planning of quantized components', "bnb-device-map-balanced-plan", "cpu"),
+    Flow(
+        'device_map="balanced" sizes of quanto, torchao and GGUF components',
+        "quanto-torchao-gguf-planned-at-loaded-size",
+        "cpu",
+        requires=(("optimum.quanto", "quanto"), ("torchao", "torchao")),
+    ),
     Flow("single file with missing keys (constructor values)", "single-file-wan22-i2v-as-wan21-safetensors", "cpu"),
     Flow("GGUF under sequential offload, LoRA, save", "gguf-sequential-offload", "cpu"),
     Flow("save_pretrained of an offloaded pipeline", "save-offloaded-pipeline", "cpu"),
@@ -77,9 +86,12 @@ def registry(module):
 
 
 def uncovered(flow):
-    """Why this build does not carry the fix `flow` checks, or None: a release the fix's patch is skipped on, or whose
-    checks expect the flow to end otherwise (a pipeline the release lacks, group offloading that needs an
-    accelerator)."""
+    """Why this build does not carry the fix `flow` checks, or None: an optional backend the flow needs is not
+    installed, or a release the fix's patch is skipped on, or whose checks expect the flow to end otherwise (a pipeline
+    the release lacks, group offloading that needs an accelerator)."""
+    missing = [extra for module, extra in flow.requires if not _importable(module)]
+    if missing:
+        return f'needs `pip install "diffusers-patched[{",".join(missing)}]"`'
     patch = registry(flow.module)[flow.scenario].patch
     expected = _vendor.SCENARIOS_EXPECTED_OTHERWISE.get(flow.scenario, {}).get("patched")
     if expected is not None:
@@ -89,6 +101,13 @@ def uncovered(flow):
     if patch not in {entry["file"] for entry in _vendor.PATCHES}:
         return f"{patch} is not in this build's series"
     return None
+
+
+def _importable(module):
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is not installed
+        return False
 
 
 def run_side(flows, patched, log_dir):
