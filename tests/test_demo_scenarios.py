@@ -60,6 +60,7 @@ def test_upstream_verdicts_are_not_right(upstream_outcomes):
         "bnb-device-map-balanced-plan",
         "bnb-text-encoder-with-device-map",
         "fuse-lora-group-offloaded-to-disk",
+        "fuse-lora-into-quanto-weights",
         "fuse-lora-under-offload-hooks",
         "group-offload-glm-image-leaf-level",
         "group-offload-transformer-2d-block-level",
@@ -804,3 +805,41 @@ def test_pipeline_to_dtype_with_gguf(patched_outcomes):
     assert_close_to_reference(result.pop("diffs"), 2)
     assert result["quantized_kept"] == result["quantized_weights"] > 0
     assert result["dtypes"] == ["torch.bfloat16", "torch.float32"]
+
+
+# load-flux-loras-into-quanto-quantized-transformers: FluxPipeline.load_lora_weights into a quanto transformer.
+
+
+@upstream
+def test_flux_lora_into_quanto_transformer_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["flux-lora-into-quanto-transformer"],
+        "KeyError",
+        "'single_transformer_blocks.0.attn.to_k.weight'",
+    )
+
+
+def test_flux_lora_into_quanto_transformer(patched_outcomes):
+    result = result_of(patched_outcomes["flux-lora-into-quanto-transformer"])
+    assert_close_to_reference(result["diffs"], 1)
+    assert_clearly_wrong([result["lora_effect"]])
+
+
+# fuse-lora-into-quanto-quantized-weights: fusing into quanto weights fuses, unfusing puts the quantized weights back.
+
+
+@upstream
+def test_fuse_lora_into_quanto_weights_upstream(upstream_outcomes):
+    result = result_of(upstream_outcomes["fuse-lora-into-quanto-weights"])
+    # Fused (and fused then unloaded): the outputs without the LoRA, off by about its effect.
+    fused, unfused, unloaded = result["diffs"]
+    assert_clearly_wrong([fused])
+    assert_clearly_wrong([unloaded])
+    assert_close_to_reference([unfused], 1)
+
+
+def test_fuse_lora_into_quanto_weights(patched_outcomes):
+    result = result_of(patched_outcomes["fuse-lora-into-quanto-weights"])
+    assert_close_to_reference(result["diffs"], 3)
+    assert result["restored"]
+    assert_clearly_wrong([result["lora_effect"]])

@@ -28,7 +28,10 @@ for _name, _scenario in SCENARIOS.items():
 LEFT_OUT_TOGETHER = {
     "bnb-4bit-quant-state-survives-offload-hooks.patch": ["refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"],
     "from-pretrained-materializes-missing-weights.patch": ["local-strict-load-default-from-environment.patch"],
-    "fuse-lora-into-gguf-quantized-weights.patch": ["fuse-lora-into-offloaded-weights.patch"],
+    "fuse-lora-into-gguf-quantized-weights.patch": [
+        "fuse-lora-into-offloaded-weights.patch",
+        "fuse-lora-into-quanto-quantized-weights.patch",
+    ],
     "group-offload-keeps-what-models-read-outside-forward.patch": [
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
@@ -52,6 +55,7 @@ LEFT_OUT_TOGETHER = {
     ],
     "group-offload-to-disk-keeps-tied-weights.patch": ["group-offload-to-disk-keeps-weights-tied-across-blocks.patch"],
     "gguf-parameter-keeps-quant-type-when-rebuilt.patch": ["gguf-dequantized-weights-stay-parameters.patch"],
+    "load-flux-loras-into-quanto-quantized-transformers.patch": ["fuse-lora-into-quanto-quantized-weights.patch"],
     "ltx2-single-file-map-ltx-2-3-keys.patch": ["ltx2-audio-vae-loads-from-a-single-file.patch"],
     "materialize-tensors-left-on-meta-in-from-single-file.patch": [
         "summarize-missing-keys-of-single-file-loads.patch",

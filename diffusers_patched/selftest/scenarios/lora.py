@@ -2,7 +2,7 @@
 
 from ..judges import REFUSED, RIGHT, WRONG, close
 from ..tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
-from .common import _accelerate_hooks, _diffs, _encode, _text_encoder_lora, _unet_output
+from .common import _accelerate_hooks, _diffs, _encode, _judge_diffs, _text_encoder_lora, _unet_output
 from .offload import _judge_offloaded_to_cpu
 from .registry import scenario
 
@@ -340,3 +340,112 @@ def lora_after_layerwise_casting(workdir):
         "scale": expected.abs().max().item(),
         "lora_effect": (expected - without_lora).abs().max().item(),
     }
+
+
+def _quanto_flux(workdir):
+    """A tiny Flux transformer loaded with `QuantoConfig(weights_dtype="float8")`; an unquantized one holding the values
+    the quantized one computes with (the reference); a LoRA of its attention projections; the inputs."""
+    import copy
+
+    from diffusers import FluxTransformer2DModel, QuantoConfig
+    from optimum.quanto import QModuleMixin
+    from peft import LoraConfig
+    from peft.utils import get_peft_model_state_dict
+
+    from ..tiny_checkpoints import FLUX_DEV_CONFIG, build_flux, flux_inputs
+
+    model = build_flux(FLUX_DEV_CONFIG)
+    model.save_pretrained(workdir / "flux")
+    quantized = FluxTransformer2DModel.from_pretrained(
+        workdir / "flux", quantization_config=QuantoConfig(weights_dtype="float8")
+    )
+    reference = copy.deepcopy(model)
+    for name, module in quantized.named_modules():
+        if isinstance(module, QModuleMixin):
+            reference.get_submodule(name).weight.data.copy_(module.qweight.dequantize())
+    with_lora = copy.deepcopy(model)
+    with_lora.add_adapter(
+        LoraConfig(r=4, lora_alpha=4, target_modules=["to_q", "to_k", "to_v"], init_lora_weights=False)
+    )
+    lora = {f"transformer.{key}": value for key, value in get_peft_model_state_dict(with_lora).items()}
+    return quantized, reference, lora, flux_inputs(FLUX_DEV_CONFIG)
+
+
+@scenario(
+    "flux-lora-into-quanto-transformer",
+    patch="load-flux-loras-into-quanto-quantized-transformers.patch",
+    summary="FluxPipeline.load_lora_weights into a quanto float8 transformer, vs. the unquantized transformer holding "
+    "the values it computes with, with the same LoRA",
+    text="max abs diff to the reference {diffs} (the LoRA moves the output by {lora_effect:.2g})",
+    judge=_judge_diffs,
+)
+def flux_lora_into_quanto_transformer(workdir):
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
+
+    quantized, reference, lora, inputs = _quanto_flux(workdir)
+    with torch.no_grad():
+        without_lora = reference(**inputs)[0]
+        reference.load_lora_adapter(lora, prefix="transformer")
+        expected = reference(**inputs)[0]
+        pipe = FluxPipeline(
+            scheduler=FlowMatchEulerDiscreteScheduler(),
+            vae=None,
+            text_encoder=None,
+            tokenizer=None,
+            text_encoder_2=None,
+            tokenizer_2=None,
+            transformer=quantized,
+        )
+        pipe.load_lora_weights(lora)
+        return {
+            "diffs": [(pipe.transformer(**inputs)[0] - expected).abs().max().item()],
+            "lora_effect": (expected - without_lora).abs().max().item(),
+        }
+
+
+def _judge_fuse_lora_into_quanto_weights(result):
+    if not result["restored"]:
+        return WRONG, "unfuse_lora did not put back the quantized weights"
+    return close(result["diffs"])
+
+
+@scenario(
+    "fuse-lora-into-quanto-weights",
+    patch="fuse-lora-into-quanto-quantized-weights.patch",
+    summary="quanto float8 Flux transformer with a LoRA: fuse_lora(), unfuse_lora(), fuse_lora() + unload_lora(), vs. "
+    "the unquantized model holding the same values with the LoRA fused, then quantized",
+    text="max abs diff fused {diffs[0]:.2g}, unfused {diffs[1]:.2g}, fused then unloaded {diffs[2]:.2g} (the LoRA moves "
+    "the output by {lora_effect:.2g}); quantized weights put back by unfuse_lora: {restored}",
+    judge=_judge_fuse_lora_into_quanto_weights,
+)
+def fuse_lora_into_quanto_weights(workdir):
+    import torch
+    from diffusers import FluxTransformer2DModel, QuantoConfig
+
+    quantized, reference, lora, inputs = _quanto_flux(workdir)
+    with torch.no_grad():
+        without_lora = reference(**inputs)[0]
+        reference.load_lora_adapter(lora, prefix="transformer")
+        unfused = reference(**inputs)[0]
+        # Fusing into quantized weights quantizes the fused weights: the reference is the fused model, quantized.
+        reference.fuse_lora()
+        reference.unload_lora()
+        reference.save_pretrained(workdir / "fused")
+        fused_reference = FluxTransformer2DModel.from_pretrained(
+            workdir / "fused", quantization_config=QuantoConfig(weights_dtype="float8")
+        )
+        fused = fused_reference(**inputs)[0]
+
+        # The model's own loader: FluxPipeline.load_lora_weights fails on quanto weights upstream (another patch).
+        quantized.load_lora_adapter(lora, prefix="transformer")
+        quantized_weight = quantized.transformer_blocks[0].attn.to_q.base_layer.weight
+        quantized.fuse_lora()
+        diffs = [(quantized(**inputs)[0] - fused).abs().max().item()]
+        quantized.unfuse_lora()
+        restored = quantized.transformer_blocks[0].attn.to_q.base_layer.weight is quantized_weight
+        diffs.append((quantized(**inputs)[0] - unfused).abs().max().item())
+        quantized.fuse_lora()
+        quantized.unload_lora()
+        diffs.append((quantized(**inputs)[0] - fused).abs().max().item())
+    return {"diffs": diffs, "lora_effect": (unfused - without_lora).abs().max().item(), "restored": restored}

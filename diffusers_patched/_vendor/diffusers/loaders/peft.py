@@ -38,6 +38,7 @@ from ..utils import (
     convert_unet_state_dict_to_peft,
     delete_adapter_layers,
     get_adapter_name,
+    is_optimum_quanto_available,
     is_peft_available,
     logging,
     set_adapter_layers,
@@ -95,8 +96,17 @@ _SET_ADAPTER_SCALE_FN_MAPPING = defaultdict(
 )
 
 
+def _is_quanto_tensor(tensor):
+    if not is_optimum_quanto_available():
+        return False
+    # optimum-quanto imports diffusers: imported here to avoid a circular import.
+    from optimum.quanto import QTensor
+
+    return isinstance(tensor, QTensor)
+
+
 def _maybe_restore_quantized_base_weight(module):
-    # Puts back, bit for bit, the GGUF weight a LoRA was fused into once no adapter is fused into it anymore.
+    # Puts back, bit for bit, the GGUF or quanto weight a LoRA was fused into once no adapter is fused into it anymore.
     if not module.merged and "_quantized_base_weight" in module.__dict__:
         base_layer = module.get_base_layer()
         base_layer.weight = module.__dict__.pop("_quantized_base_weight").to(base_layer.weight.device)
@@ -768,6 +778,12 @@ class PeftAdapterMixin:
                 module.__dict__["_quantized_base_weight"] = base_layer.weight
                 weight = dequantize_gguf_tensor(base_layer.weight).to(base_layer.compute_dtype)
                 base_layer.weight = torch.nn.Parameter(weight, requires_grad=False)
+            elif _is_quanto_tensor(base_layer.weight):
+                # PEFT would add the delta to the `.data` of a quanto tensor, which changes nothing the layer computes
+                # with. The LoRA is fused into the dequantized weight, which the layer quantizes as before at every
+                # call. The quantized weight is kept, out of the state dict, for `unfuse_lora()`.
+                module.__dict__["_quantized_base_weight"] = base_layer.weight
+                base_layer.weight = torch.nn.Parameter(base_layer.weight.dequantize(), requires_grad=False)
 
             module.merge(**merge_kwargs)
             # Nothing was fused into this layer (its adapters are not in `adapter_names`).
