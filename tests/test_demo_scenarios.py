@@ -843,3 +843,25 @@ def test_fuse_lora_into_quanto_weights(patched_outcomes):
     assert_close_to_reference(result["diffs"], 3)
     assert result["restored"]
     assert_clearly_wrong([result["lora_effect"]])
+
+
+# refuse-to-sequentially-offload-quanto-weights: a clear refusal instead of accelerate's TypeError; group offloading works.
+
+
+@upstream
+def test_sequential_offload_quanto_pipeline_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["sequential-offload-quanto-pipeline"],
+        "TypeError",
+        "WeightQBytesTensor.__new__() missing 6 required positional arguments",
+    )
+
+
+def test_sequential_offload_quanto_pipeline(patched_outcomes):
+    result = result_of(patched_outcomes["sequential-offload-quanto-pipeline"])
+    assert result["refused"].startswith(
+        "Cannot sequentially offload `transformer` (FluxTransformer2DModel): accelerate's offload hooks cannot move its "
+        "weights quantized by optimum-quanto"
+    )
+    assert "`enable_group_offload()`" in result["refused"]
+    assert_close_to_reference(result["diffs"], 1)

@@ -49,6 +49,12 @@ CPU_FLOWS = [
     ),
     Flow("single file with missing keys (constructor values)", "single-file-wan22-i2v-as-wan21-safetensors", "cpu"),
     Flow("GGUF under sequential offload, LoRA, save", "gguf-sequential-offload", "cpu"),
+    Flow(
+        "LoRA fused into quanto weights, unfused",
+        "fuse-lora-into-quanto-weights",
+        "cpu",
+        requires=(("optimum.quanto", "quanto"), ("peft", "lora")),
+    ),
     Flow("save_pretrained of an offloaded pipeline", "save-offloaded-pipeline", "cpu"),
     Flow("group offloading of a model that refused it", "group-offload-hunyuan-dit", "cpu"),
 ]

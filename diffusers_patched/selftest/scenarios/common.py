@@ -213,3 +213,32 @@ def llama_logits(model, device="cpu"):
 
     with torch.no_grad():
         return model(torch.tensor([[1, 7, 42, 99, 200, 3]], device=device)).logits
+
+
+def quanto_flux(workdir):
+    """A tiny Flux transformer loaded with `QuantoConfig(weights_dtype="float8")`; an unquantized one holding the values
+    the quantized one computes with (the reference); a LoRA of its attention projections; the inputs."""
+    import copy
+
+    from diffusers import FluxTransformer2DModel, QuantoConfig
+    from optimum.quanto import QModuleMixin
+    from peft import LoraConfig
+    from peft.utils import get_peft_model_state_dict
+
+    from ..tiny_checkpoints import FLUX_DEV_CONFIG, build_flux, flux_inputs
+
+    model = build_flux(FLUX_DEV_CONFIG)
+    model.save_pretrained(workdir / "flux")
+    quantized = FluxTransformer2DModel.from_pretrained(
+        workdir / "flux", quantization_config=QuantoConfig(weights_dtype="float8")
+    )
+    reference = copy.deepcopy(model)
+    for name, module in quantized.named_modules():
+        if isinstance(module, QModuleMixin):
+            reference.get_submodule(name).weight.data.copy_(module.qweight.dequantize())
+    with_lora = copy.deepcopy(model)
+    with_lora.add_adapter(
+        LoraConfig(r=4, lora_alpha=4, target_modules=["to_q", "to_k", "to_v"], init_lora_weights=False)
+    )
+    lora = {f"transformer.{key}": value for key, value in get_peft_model_state_dict(with_lora).items()}
+    return quantized, reference, lora, flux_inputs(FLUX_DEV_CONFIG)

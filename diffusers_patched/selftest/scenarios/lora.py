@@ -2,7 +2,7 @@
 
 from ..judges import REFUSED, RIGHT, WRONG, close
 from ..tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
-from .common import _accelerate_hooks, _diffs, _encode, _judge_diffs, _text_encoder_lora, _unet_output
+from .common import _accelerate_hooks, _diffs, _encode, _judge_diffs, _text_encoder_lora, _unet_output, quanto_flux
 from .offload import _judge_offloaded_to_cpu
 from .registry import scenario
 
@@ -342,35 +342,6 @@ def lora_after_layerwise_casting(workdir):
     }
 
 
-def _quanto_flux(workdir):
-    """A tiny Flux transformer loaded with `QuantoConfig(weights_dtype="float8")`; an unquantized one holding the values
-    the quantized one computes with (the reference); a LoRA of its attention projections; the inputs."""
-    import copy
-
-    from diffusers import FluxTransformer2DModel, QuantoConfig
-    from optimum.quanto import QModuleMixin
-    from peft import LoraConfig
-    from peft.utils import get_peft_model_state_dict
-
-    from ..tiny_checkpoints import FLUX_DEV_CONFIG, build_flux, flux_inputs
-
-    model = build_flux(FLUX_DEV_CONFIG)
-    model.save_pretrained(workdir / "flux")
-    quantized = FluxTransformer2DModel.from_pretrained(
-        workdir / "flux", quantization_config=QuantoConfig(weights_dtype="float8")
-    )
-    reference = copy.deepcopy(model)
-    for name, module in quantized.named_modules():
-        if isinstance(module, QModuleMixin):
-            reference.get_submodule(name).weight.data.copy_(module.qweight.dequantize())
-    with_lora = copy.deepcopy(model)
-    with_lora.add_adapter(
-        LoraConfig(r=4, lora_alpha=4, target_modules=["to_q", "to_k", "to_v"], init_lora_weights=False)
-    )
-    lora = {f"transformer.{key}": value for key, value in get_peft_model_state_dict(with_lora).items()}
-    return quantized, reference, lora, flux_inputs(FLUX_DEV_CONFIG)
-
-
 @scenario(
     "flux-lora-into-quanto-transformer",
     patch="load-flux-loras-into-quanto-quantized-transformers.patch",
@@ -383,7 +354,7 @@ def flux_lora_into_quanto_transformer(workdir):
     import torch
     from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
 
-    quantized, reference, lora, inputs = _quanto_flux(workdir)
+    quantized, reference, lora, inputs = quanto_flux(workdir)
     with torch.no_grad():
         without_lora = reference(**inputs)[0]
         reference.load_lora_adapter(lora, prefix="transformer")
@@ -423,7 +394,7 @@ def fuse_lora_into_quanto_weights(workdir):
     import torch
     from diffusers import FluxTransformer2DModel, QuantoConfig
 
-    quantized, reference, lora, inputs = _quanto_flux(workdir)
+    quantized, reference, lora, inputs = quanto_flux(workdir)
     with torch.no_grad():
         without_lora = reference(**inputs)[0]
         reference.load_lora_adapter(lora, prefix="transformer")

@@ -15,6 +15,7 @@ from .common import (
     _state_dict_copy,
     llama_logits,
     load_tiny_llama_4bit,
+    quanto_flux,
     save_tiny_llama_with_adapter,
 )
 from .registry import scenario
@@ -380,3 +381,46 @@ for _pipeline, _patch, _reads in [
         text="max abs diff to the un-offloaded output {diff}",
         judge=lambda result: close([result["diff"]], what="max abs diff to the un-offloaded output"),
     )(offload_run(_pipeline, "sequential"))
+
+
+def _judge_sequential_offload_refuses_quanto(result):
+    if not result["refused"]:
+        return WRONG, "sequential offloading of quanto weights not refused"
+    verdict, figure = close(result["diffs"], what="then group offloaded: max abs diff to the un-offloaded output")
+    if verdict != RIGHT:
+        return verdict, figure
+    return REFUSED, f"{result['refused'].split(':')[0]}; {figure}"
+
+
+@scenario(
+    "sequential-offload-quanto-pipeline",
+    patch="refuse-to-sequentially-offload-quanto-weights.patch",
+    summary="FluxPipeline with a quanto float8 transformer: enable_sequential_cpu_offload(), then enable_group_offload()",
+    text="sequential offload refused: {refused}; then group offloaded, max abs diff to the un-offloaded output {diffs}",
+    judge=_judge_sequential_offload_refuses_quanto,
+)
+def sequential_offload_quanto_pipeline(workdir):
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
+
+    quantized, _, _, inputs = quanto_flux(workdir)
+    with torch.no_grad():
+        expected = quantized(**inputs)[0]
+    pipe = FluxPipeline(
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        vae=None,
+        text_encoder=None,
+        tokenizer=None,
+        text_encoder_2=None,
+        tokenizer_2=None,
+        transformer=quantized,
+    )
+    # Only a refusal is right: accelerate's hooks cannot move quanto's weights (upstream: a TypeError).
+    refused = None
+    try:
+        pipe.enable_sequential_cpu_offload(device="cpu")
+    except ValueError as e:
+        refused = str(e)
+    pipe.enable_group_offload(torch.device("cpu"), offload_type="leaf_level")
+    with torch.no_grad():
+        return {"refused": refused, "diffs": [(pipe.transformer(**inputs)[0] - expected).abs().max().item()]}

@@ -74,6 +74,7 @@ from ..utils import (
     is_accelerate_version,
     is_bitsandbytes_version,
     is_hpu_available,
+    is_optimum_quanto_available,
     is_torch_npu_available,
     is_torch_version,
     is_transformers_version,
@@ -1370,6 +1371,26 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
 
         if not is_accelerate_available() or is_accelerate_version("<", "0.14.0"):
             raise ImportError("`enable_sequential_cpu_offload` requires `accelerate v0.14.0` or higher")
+
+        if is_optimum_quanto_available():
+            # optimum-quanto imports diffusers: imported here to avoid a circular import.
+            from optimum.quanto import QTensor
+
+            # accelerate's offload hooks rebuild a weight from its class, which quanto's quantized tensors do not
+            # support: `TypeError: WeightQBytesTensor.__new__() missing 6 required positional arguments`.
+            for name, model in self.components.items():
+                if not isinstance(model, torch.nn.Module) or name in self._exclude_from_cpu_offload:
+                    continue
+                quantized = [
+                    param_name for param_name, param in model.named_parameters() if isinstance(param, QTensor)
+                ]
+                if quantized:
+                    raise ValueError(
+                        f"Cannot sequentially offload `{name}` ({model.__class__.__name__}): accelerate's offload hooks "
+                        f"cannot move its weights quantized by optimum-quanto (`{quantized[0]}` and "
+                        f"{len(quantized) - 1} more). Offload the pipeline with `enable_group_offload()` or "
+                        "`enable_model_cpu_offload()` instead."
+                    )
 
         # The offload hooks move every weight to the meta device between forward passes. Keep the quantization
         # statistics of bitsandbytes 4-bit weights, which the hooks cannot restore, before any hook is attached or
