@@ -27,6 +27,16 @@ NO_LTX_2_3 = (
     "ltx2-single-file scenario"
 )
 
+ROPE_NOT_DECLARED_FLOAT32 = (
+    "Wan's rope frequencies stay in float32 in diffusers {release} without `rope` in `_keep_in_fp32_modules` (0.40.0 "
+    "declares it), so a plan in bfloat16 counts them in bfloat16: 1.7% short of a tiny Wan transformer, which the "
+    "quanto-torchao-gguf-planned-at-loaded-size scenario shows within its bound"
+)
+BUFFERS_KEPT_IN_FLOAT32_TEST = (
+    "tests/pipelines/test_pipeline_device_map_quantized_sizes.py::QuantizedPipelineDeviceMapSizesTests::"
+    "test_buffers_kept_in_float32_are_sized_in_float32"
+)
+
 # 0.37.1 skips the patches of these tests (no ACE-Step and none of these audio VAEs before 0.38.0): not carried there.
 NOT_CARRIED_TO_0_37_1 = {
     "tests/models/autoencoders/test_models_audio_vae_offloading.py",
@@ -43,6 +53,11 @@ CARRIED_TESTS_FAILING = {
         **(
             {"tests/single_file/test_ltx2_single_file.py": NO_LTX_2_3.format(release=release)}
             if release == "0.37.1"
+            else {}
+        ),
+        **(
+            {BUFFERS_KEPT_IN_FLOAT32_TEST: ROPE_NOT_DECLARED_FLOAT32.format(release=release)}
+            if release != "0.40.0"
             else {}
         ),
     }

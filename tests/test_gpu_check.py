@@ -82,6 +82,10 @@ def test_dry_run_installs_offline_and_the_patches_hold(tmp_path):
     report = json.loads((out / "selftest.json").read_text())
     assert report["ok"] and report["environment"]["activation"] == "active"
     for flow in report["flows"]:
+        if flow["patched"]["verdict"] == "not covered":
+            # Flows of the optional backends (optimum-quanto, torchao), which the bundle does not bring.
+            assert flow["patched"]["figure"].startswith("needs `pip install"), flow
+            continue
         assert flow["patched"]["verdict"] == "right", flow
         assert flow["upstream"]["verdict"] in ("fails", "wrong"), flow
     assert (out / "install.log").exists() and (out / "environment.txt").exists()

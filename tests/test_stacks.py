@@ -8,7 +8,7 @@ import zipfile
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from diffusers_patched.activation import verified_ranges
+from diffusers_patched.activation import STACK_EXTRAS, verified_ranges
 from tests.conftest import REPO_ROOT, run_python
 from tools import patches, stacks, upstream, wheels
 
@@ -18,7 +18,7 @@ POST = PROJECT.read_releases()["post"]
 
 
 def declared_dependencies():
-    """The canonical names of the stack the installed build declares (diffusers aside, the `lora` extra included)."""
+    """The canonical names of the stack the installed build declares (diffusers aside, its extras included)."""
     return {canonicalize_name(name) for name in verified_ranges()}
 
 
@@ -35,7 +35,7 @@ def test_the_primary_declares_its_verified_ranges_in_pyproject():
 
 
 def test_each_wheel_requires_its_release_verified_ranges(dist):
-    """Each release's wheel metadata requires exactly its floor stack's lower bounds, the `lora` extra included."""
+    """Each release's wheel metadata requires exactly its floor stack's lower bounds, its extras included."""
     for version in PROJECT.supported_releases():
         build = f"{version}.post{POST}"
         with zipfile.ZipFile(dist / f"diffusers_patched-{build}-py3-none-any.whl") as archive:
@@ -43,7 +43,9 @@ def test_each_wheel_requires_its_release_verified_ranges(dist):
         found = {}
         for line in re.findall(r"^Requires-Dist: (.*)$", metadata, re.MULTILINE):
             requirement = Requirement(line)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": "lora"}):
+            if requirement.marker is None or any(
+                requirement.marker.evaluate({"extra": extra}) for extra in STACK_EXTRAS
+            ):
                 found[canonicalize_name(requirement.name)] = str(requirement.specifier)
         ranges = wheels.verified_ranges(version)
         expected = {"diffusers": f"=={version}", **{name: f">={floor}" for name, floor in ranges.items()}}
