@@ -87,6 +87,8 @@ def fuse_text_encoder_lora(text_encoder, lora_scale=1.0, safe_fusing=False, adap
         adapter_names (`list[str]` or `str`):
             The names of the adapters to use.
     """
+    from .peft import _maybe_dequantize_quanto_base_weight, _maybe_restore_quantized_base_weight
+
     merge_kwargs = {"safe_merge": safe_fusing}
 
     with _fusing_into_offloaded_weights(text_encoder, "fuse", adapter_names):
@@ -106,7 +108,10 @@ def fuse_text_encoder_lora(text_encoder, lora_scale=1.0, safe_fusing=False, adap
                         "Please upgrade to the latest version of PEFT. `pip install -U peft`"
                     )
 
+                _maybe_dequantize_quanto_base_weight(module)
                 module.merge(**merge_kwargs)
+                # Nothing was fused into this layer (its adapters are not in `adapter_names`).
+                _maybe_restore_quantized_base_weight(module)
 
 
 def unfuse_text_encoder_lora(text_encoder):
@@ -118,10 +123,13 @@ def unfuse_text_encoder_lora(text_encoder):
             The text encoder module to set the adapter layers for. If `None`, it will try to get the `text_encoder`
             attribute.
     """
+    from .peft import _maybe_restore_quantized_base_weight
+
     with _fusing_into_offloaded_weights(text_encoder, "unfuse"):
         for module in text_encoder.modules():
             if isinstance(module, BaseTunerLayer):
                 module.unmerge()
+                _maybe_restore_quantized_base_weight(module)
 
 
 def set_adapters_for_text_encoder(

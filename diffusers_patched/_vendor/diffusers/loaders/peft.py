@@ -105,6 +105,16 @@ def _is_quanto_tensor(tensor):
     return isinstance(tensor, QTensor)
 
 
+def _maybe_dequantize_quanto_base_weight(module):
+    # PEFT would add the delta to the `.data` of a quanto tensor, which changes nothing the layer computes with. The
+    # LoRA is fused into the dequantized weight, which the layer quantizes as before at every call. The quantized weight
+    # is kept, out of the state dict, for unfusing.
+    base_layer = module.get_base_layer()
+    if _is_quanto_tensor(base_layer.weight):
+        module.__dict__["_quantized_base_weight"] = base_layer.weight
+        base_layer.weight = torch.nn.Parameter(base_layer.weight.dequantize(), requires_grad=False)
+
+
 def _maybe_restore_quantized_base_weight(module):
     # Puts back, bit for bit, the GGUF or quanto weight a LoRA was fused into once no adapter is fused into it anymore.
     if not module.merged and "_quantized_base_weight" in module.__dict__:
@@ -778,12 +788,7 @@ class PeftAdapterMixin:
                 module.__dict__["_quantized_base_weight"] = base_layer.weight
                 weight = dequantize_gguf_tensor(base_layer.weight).to(base_layer.compute_dtype)
                 base_layer.weight = torch.nn.Parameter(weight, requires_grad=False)
-            elif _is_quanto_tensor(base_layer.weight):
-                # PEFT would add the delta to the `.data` of a quanto tensor, which changes nothing the layer computes
-                # with. The LoRA is fused into the dequantized weight, which the layer quantizes as before at every
-                # call. The quantized weight is kept, out of the state dict, for `unfuse_lora()`.
-                module.__dict__["_quantized_base_weight"] = base_layer.weight
-                base_layer.weight = torch.nn.Parameter(base_layer.weight.dequantize(), requires_grad=False)
+            _maybe_dequantize_quanto_base_weight(module)
 
             module.merge(**merge_kwargs)
             # Nothing was fused into this layer (its adapters are not in `adapter_names`).
