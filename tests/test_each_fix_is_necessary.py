@@ -26,8 +26,12 @@ for _name, _scenario in SCENARIOS.items():
 
 # patch -> the later patches that do not apply without it (they change its lines or lines next to them).
 LEFT_OUT_TOGETHER = {
-    "bnb-4bit-quant-state-survives-offload-hooks.patch": ["refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"],
+    "bnb-4bit-quant-state-survives-offload-hooks.patch": [
+        "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
+        "refuse-to-sequentially-offload-quanto-weights.patch",
+    ],
     "from-pretrained-materializes-missing-weights.patch": ["local-strict-load-default-from-environment.patch"],
+    "fuse-lora-into-offloaded-weights.patch": ["fuse-lora-into-quanto-quantized-weights.patch"],
     "fuse-lora-into-gguf-quantized-weights.patch": [
         "fuse-lora-into-offloaded-weights.patch",
         "fuse-lora-into-quanto-quantized-weights.patch",
@@ -68,10 +72,14 @@ LEFT_OUT_TOGETHER = {
     "refuse-to-save-a-model-with-lora-adapters-injected.patch": [
         "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"
     ],
-    "restore-the-accelerate-hooks-the-loaders-remove.patch": ["fuse-lora-into-offloaded-weights.patch"],
+    "restore-the-accelerate-hooks-the-loaders-remove.patch": [
+        "fuse-lora-into-offloaded-weights.patch",
+        "fuse-lora-into-quanto-quantized-weights.patch",
+    ],
     "sequential-offload-keeps-the-user-device.patch": [
         "restore-the-accelerate-hooks-the-loaders-remove.patch",
         "fuse-lora-into-offloaded-weights.patch",
+        "fuse-lora-into-quanto-quantized-weights.patch",
     ],
     "sequential-offload-preloads-modules-that-read-child-weights.patch": [
         "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch",
