@@ -26,6 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from diffusers_patched.activation import STACK_EXTRAS
 from diffusers_patched.selftest.judges import holds
 from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
 from tools import REPO_ROOT, patches, upstream, wheels
@@ -76,7 +77,7 @@ def resolve(requirements):
 
 def stack_site(wheel, version, pins):
     """A directory with what `pins` change in the environment here, for diffusers `version` and its `wheel`."""
-    requirements = [f"diffusers=={version}", f"diffusers-patched[lora,quanto,torchao] @ {wheel.as_uri()}"]
+    requirements = [f"diffusers=={version}", f"diffusers-patched[{','.join(STACK_EXTRAS)}] @ {wheel.as_uri()}"]
     plan = [pin for pin in resolve([*requirements, *(f"{n}=={v}" for n, v in pins.items())]) if not _own(pin)]
     key = hashlib.sha256(" ".join(plan).encode()).hexdigest()
     site = upstream.cache_dir() / "stacks" / key[:16]

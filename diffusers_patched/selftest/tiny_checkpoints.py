@@ -111,6 +111,22 @@ def load_wan_single_file(path, config_dir, compute_dtype=None, **kwargs):
     return WanTransformer3DModel.from_single_file(str(path), config=str(config_dir), local_files_only=True, **kwargs)
 
 
+def flux_transformer_pipeline(transformer):
+    """A `FluxPipeline` of its transformer only (no tokenizers, text encoders or VAE): enough to load LoRAs and
+    offload."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
+
+    return FluxPipeline(
+        scheduler=FlowMatchEulerDiscreteScheduler(),
+        vae=None,
+        text_encoder=None,
+        tokenizer=None,
+        text_encoder_2=None,
+        tokenizer_2=None,
+        transformer=transformer,
+    )
+
+
 def wan_transformer_pipeline(transformer, transformer_2=None):
     """A `WanPipeline` of its transformers only (no tokenizer, text encoder or VAE): enough to load and fuse LoRAs.
     With `transformer_2`, a Wan2.2-style pair of experts."""

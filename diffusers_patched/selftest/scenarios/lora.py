@@ -352,22 +352,15 @@ def lora_after_layerwise_casting(workdir):
 )
 def flux_lora_into_quanto_transformer(workdir):
     import torch
-    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
+
+    from ..tiny_checkpoints import flux_transformer_pipeline
 
     quantized, reference, lora, inputs = quanto_flux(workdir)
     with torch.no_grad():
         without_lora = reference(**inputs)[0]
         reference.load_lora_adapter(lora, prefix="transformer")
         expected = reference(**inputs)[0]
-        pipe = FluxPipeline(
-            scheduler=FlowMatchEulerDiscreteScheduler(),
-            vae=None,
-            text_encoder=None,
-            tokenizer=None,
-            text_encoder_2=None,
-            tokenizer_2=None,
-            transformer=quantized,
-        )
+        pipe = flux_transformer_pipeline(quantized)
         pipe.load_lora_weights(lora)
         return {
             "diffs": [(pipe.transformer(**inputs)[0] - expected).abs().max().item()],

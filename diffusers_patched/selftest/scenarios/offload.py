@@ -401,20 +401,13 @@ def _judge_sequential_offload_refuses_quanto(result):
 )
 def sequential_offload_quanto_pipeline(workdir):
     import torch
-    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
+
+    from ..tiny_checkpoints import flux_transformer_pipeline
 
     quantized, _, _, inputs = quanto_flux(workdir)
     with torch.no_grad():
         expected = quantized(**inputs)[0]
-    pipe = FluxPipeline(
-        scheduler=FlowMatchEulerDiscreteScheduler(),
-        vae=None,
-        text_encoder=None,
-        tokenizer=None,
-        text_encoder_2=None,
-        tokenizer_2=None,
-        transformer=quantized,
-    )
+    pipe = flux_transformer_pipeline(quantized)
     # Only a refusal is right: accelerate's hooks cannot move quanto's weights (upstream: a TypeError).
     refused = None
     try:
