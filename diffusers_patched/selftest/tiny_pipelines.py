@@ -1113,6 +1113,131 @@ TINY_DECODER_VAES = {
 }
 
 
+def tiny_model_pipeline(build, make_inputs, call):
+    """A model alone in a pipeline (its `model`), built by `build()` with seed 0; the run calls `call(model, inputs)`
+    on inputs `make_inputs(generator)` drew with seed 0."""
+    import diffusers
+    import torch
+
+    class ModelPipeline(diffusers.DiffusionPipeline):
+        model_cpu_offload_seq = "model"
+
+        def __init__(self, model):
+            super().__init__()
+            self.register_modules(model=model)
+
+    torch.manual_seed(0)
+    model = build().eval()
+    with torch.no_grad():
+        # A controlnet's zero-initialized output layers would make its output zero whatever its other weights hold.
+        for param in model.parameters():
+            if not param.any():
+                param.normal_(std=0.1)
+    pipe = ModelPipeline(model)
+    inputs = make_inputs(torch.Generator().manual_seed(0))
+    return pipe, lambda pipe: call(pipe.model, inputs)
+
+
+def _hunyuan_dit_controlnet():
+    from diffusers import HunyuanDiT2DControlNetModel
+
+    return HunyuanDiT2DControlNetModel(
+        num_attention_heads=2, attention_head_dim=8, in_channels=4, patch_size=2, sample_size=16, hidden_size=16,
+        transformer_num_layers=4, cross_attention_dim=32, cross_attention_dim_t5=32, pooled_projection_dim=16,
+        text_len=8, text_len_t5=8,
+    )  # fmt: skip
+
+
+def _hunyuan_dit_controlnet_inputs(generator):
+    import torch
+
+    return {
+        "hidden_states": torch.randn(1, 4, 16, 16, generator=generator),
+        "timestep": torch.tensor([1.0]),
+        "controlnet_cond": torch.randn(1, 4, 16, 16, generator=generator),
+        "encoder_hidden_states": torch.randn(1, 8, 32, generator=generator),
+        "text_embedding_mask": torch.ones(1, 8),
+        "encoder_hidden_states_t5": torch.randn(1, 8, 32, generator=generator),
+        "text_embedding_mask_t5": torch.ones(1, 8),
+        "image_meta_size": torch.zeros(1, 6),
+        "style": torch.zeros(1, dtype=torch.long),
+        "image_rotary_emb": (torch.ones(64, 8), torch.zeros(64, 8)),
+    }
+
+
+def _paella_vq_model():
+    try:
+        from diffusers.pipelines.deprecated.wuerstchen.modeling_paella_vq_model import PaellaVQModel
+    except ImportError:  # before 0.38.0
+        from diffusers.pipelines.wuerstchen.modeling_paella_vq_model import PaellaVQModel
+
+    return PaellaVQModel(levels=2, bottleneck_blocks=1, embed_dim=8, latent_channels=4, num_vq_embeddings=16)
+
+
+def _shap_e_params_proj_model():
+    from diffusers.pipelines.shap_e.renderer import ShapEParamsProjModel
+
+    return ShapEParamsProjModel(param_names=("nerstf.mlp.0.weight",), param_shapes=((8, 4),), d_latent=4)
+
+
+def _controlnet_union():
+    from diffusers import ControlNetUnionModel
+
+    return ControlNetUnionModel(
+        block_out_channels=(8, 16), down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), layers_per_block=1,
+        norm_num_groups=4, cross_attention_dim=8, attention_head_dim=2, addition_embed_type="text_time",
+        addition_time_embed_dim=4, projection_class_embeddings_input_dim=4 * 6 + 8,
+        conditioning_embedding_out_channels=(4, 8), num_trans_channel=8, num_trans_head=2, num_proj_channel=8,
+    )  # fmt: skip
+
+
+def _controlnet_union_inputs(generator):
+    import torch
+
+    return {
+        "sample": torch.randn(1, 4, 8, 8, generator=generator),
+        "timestep": torch.tensor([1]),
+        "encoder_hidden_states": torch.randn(1, 4, 8, generator=generator),
+        "controlnet_cond": [torch.randn(1, 3, 16, 16, generator=generator)] + [torch.zeros(1, 3, 16, 16)] * 5,
+        "control_type": torch.tensor([[1, 0, 0, 0, 0, 0]]),
+        "control_type_idx": [0],
+        "added_cond_kwargs": {
+            "text_embeds": torch.randn(1, 8, generator=generator),
+            "time_ids": torch.randn(1, 6, generator=generator),
+        },
+    }
+
+
+# Models holding a module that offloading loads with its children (`_preload_submodules`, `nn.MultiheadAttention`),
+# beside the pipelines of TINY_OFFLOAD_PIPELINES that hold one: name -> factory
+TINY_PRELOADING_MODELS = {
+    "hunyuan-dit-controlnet": functools.partial(
+        tiny_model_pipeline,
+        _hunyuan_dit_controlnet,
+        _hunyuan_dit_controlnet_inputs,
+        lambda model, inputs: model(**inputs, return_dict=False)[0][0],
+    ),
+    "paella-vq-model": functools.partial(
+        tiny_model_pipeline,
+        _paella_vq_model,
+        lambda generator: __import__("torch").randn(1, 4, 8, 8, generator=generator),
+        lambda model, latents: model.decode(latents, force_not_quantize=False).sample,
+    ),
+    "shap-e-params-proj": functools.partial(
+        tiny_model_pipeline,
+        _shap_e_params_proj_model,
+        lambda generator: __import__("torch").randn(1, 8, 4, generator=generator),
+        lambda model, latents: model(latents)["nerstf.mlp.0.weight"],
+    ),
+    "controlnet-union": functools.partial(
+        tiny_model_pipeline,
+        _controlnet_union,
+        _controlnet_union_inputs,
+        lambda model, inputs: model(**inputs, return_dict=False)[1],
+    ),
+}
+
+
 # Group offloading only, not in docs/offloading.md's table of every mode: ConsistencyDecoderVAE under
 # `enable_sequential_cpu_offload` fails on meta tensors ("Tensor.item() cannot be called on meta tensors") on both sides.
 TINY_GROUP_OFFLOAD_PIPELINES = {
@@ -1157,7 +1282,7 @@ def offload_diff(pipeline, mode, nudge_reference=False):
 
     import torch
 
-    make = {**TINY_OFFLOAD_PIPELINES, **TINY_GROUP_OFFLOAD_PIPELINES}[pipeline]
+    make = {**TINY_OFFLOAD_PIPELINES, **TINY_GROUP_OFFLOAD_PIPELINES, **TINY_PRELOADING_MODELS}[pipeline]
     reference, run = make()
     reference.set_progress_bar_config(disable=True)
     if nudge_reference:

@@ -4,7 +4,7 @@ import logging
 import os
 
 from ..judges import WRONG, close
-from ..tiny_pipelines import TINY_AUDIO_VAES, TINY_DECODER_VAES, offload_diff
+from ..tiny_pipelines import TINY_AUDIO_VAES, TINY_DECODER_VAES, TINY_PRELOADING_MODELS, offload_diff
 from .common import diffusers_log_messages
 from .registry import scenario
 
@@ -122,6 +122,32 @@ scenario(
     "warned: {warnings}",
     judge=_judge_group_offload(warning_count=0),
 )(_offload_audio_vaes)
+
+
+def _offload_models_holding_modules_loaded_whole(workdir):
+    with diffusers_log_messages(logging.WARNING, "does not support group offloading") as warned:
+        diffs = [
+            offload_diff(model, mode)
+            for model in TINY_PRELOADING_MODELS
+            for mode in ("sequential", "group-leaf", "group-block")
+        ]
+        # VQModel's group offloading is in group-offload-vq-and-consistency-decoder-vaes.
+        diffs.append(offload_diff("vq-vae", "sequential"))
+    return {"diffs": diffs, "warnings": warned}
+
+
+scenario(
+    "offload-models-holding-modules-loaded-whole",
+    patch="offloading-preloads-the-modules-that-declare-it.patch",
+    summary="HunyuanDiT2DControlNetModel, PaellaVQModel, ShapEParamsProjModel and ControlNetUnionModel (tiny), each "
+    "alone in a pipeline, sequentially offloaded, then group offloaded to disk at leaf and block level, and VQModel "
+    "sequentially offloaded: they hold HunyuanDiT's attention pooling, the VQ quantizer, Shap-E's ChannelsProj and "
+    "nn.MultiheadAttention, which use their children's weights without calling them, and which offloading loaded "
+    "whole only in the models that listed them",
+    text="max abs diff to the un-offloaded output per model and mode (sequential, group-leaf, group-block; VQModel "
+    "sequential) {diffs}; warned: {warnings}",
+    judge=_judge_group_offload(warning_count=0),
+)(_offload_models_holding_modules_loaded_whole)
 
 
 scenario(

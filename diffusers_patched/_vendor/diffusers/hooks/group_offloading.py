@@ -1054,14 +1054,15 @@ def _get_preload_module_classes(model: torch.nn.Module) -> list[str]:
     """
     Returns the classes of the submodules of `model` that offloading has to load as a whole, because the weights of
     their children are used without calling the children, whose offload hooks then never run:
-    `torch.nn.MultiheadAttention` (it reads `out_proj.weight`), the classes a model lists in
-    `_preload_module_classes`, and the parents of modules with forward pre-hooks (`torch.nn.utils.weight_norm` and
+    `torch.nn.MultiheadAttention` (it reads `out_proj.weight`), the classes that declare `_preload_submodules = True`
+    wherever they appear, and the parents of modules with forward pre-hooks (`torch.nn.utils.weight_norm` and
     `spectral_norm` compute the weight in one, before the offload hook of the module has loaded it).
     """
     preload_module_classes = {"MultiheadAttention"}
     for module in model.modules():
-        preload_module_classes.update(getattr(module, "_preload_module_classes", None) or [])
-        if any(len(child._forward_pre_hooks) > 0 for child in module.children()):
+        if getattr(module, "_preload_submodules", False) or any(
+            len(child._forward_pre_hooks) > 0 for child in module.children()
+        ):
             preload_module_classes.add(module.__class__.__name__)
     return sorted(preload_module_classes)
 

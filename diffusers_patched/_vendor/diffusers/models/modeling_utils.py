@@ -300,7 +300,6 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
     _keep_in_fp32_modules = None
     _skip_layerwise_casting_patterns = None
     _supports_group_offloading = True
-    _preload_module_classes = None
     _exclude_from_offload = None
     _repeated_blocks = []
     _parallel_config = None

@@ -347,6 +347,9 @@ class MiniMaxH3AudioCausalAttention(nn.Module, AttentionModuleMixin):
     down to `out_dim`.
     """
 
+    # The attention processor reads `qkv.weight` without calling `qkv`, so offloading loads it with this module.
+    _preload_submodules = True
+
     _default_processor_cls = MiniMaxH3AudioAttnProcessor
     _available_processors = [MiniMaxH3AudioAttnProcessor]
     # The checkpoint stores one fused `qkv` projection, so there is nothing to fuse.
@@ -524,8 +527,6 @@ class AutoencoderKLMiniMaxH3Audio(ModelMixin, ConfigMixin, AttentionMixin):
     """
 
     _supports_gradient_checkpointing = False
-    # The attention processor reads `qkv.weight` without calling `qkv`.
-    _preload_module_classes = ["MiniMaxH3AudioCausalAttention"]
     # The released checkpoint is float32 and the DAC/BigVGAN stack (weight-normalized convolutions, Snake
     # activations) degrades audibly under bfloat16 (roughly 20 dB quieter decodes), so a pipeline-level
     # `torch_dtype=torch.bfloat16` must not downcast the weights.

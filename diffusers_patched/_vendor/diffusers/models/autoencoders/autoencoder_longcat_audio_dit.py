@@ -186,6 +186,9 @@ class VaeDecoderBlock(nn.Module):
 
 
 class AudioDiTVaeEncoder(nn.Module):
+    # `forward` calls a slice and a single layer of `layers`, not `layers`, so offloading loads it as a whole.
+    _preload_submodules = True
+
     def __init__(
         self,
         in_channels: int = 1,
@@ -235,6 +238,9 @@ class AudioDiTVaeEncoder(nn.Module):
 
 
 class AudioDiTVaeDecoder(nn.Module):
+    # `forward` calls a slice and a single layer of `layers`, not `layers`, so offloading loads it as a whole.
+    _preload_submodules = True
+
     def __init__(
         self,
         in_channels: int = 1,
@@ -294,9 +300,6 @@ class LongCatAudioDiTVaeDecoderOutput(BaseOutput):
 
 
 class LongCatAudioDiTVae(ModelMixin, AutoencoderMixin, ConfigMixin):
-    # The encoder and decoder call slices and single layers of their `layers`, so offloading loads each as a whole.
-    _preload_module_classes = ["AudioDiTVaeEncoder", "AudioDiTVaeDecoder"]
-
     @register_to_config
     def __init__(
         self,

@@ -72,8 +72,6 @@ class VQModel(ModelMixin, AutoencoderMixin, ConfigMixin):
     """
 
     _skip_layerwise_casting_patterns = ["quantize"]
-    # The quantizer computes distances to its codebook, `embedding.weight`, without calling `embedding`.
-    _preload_module_classes = ["VectorQuantizer"]
 
     @register_to_config
     def __init__(

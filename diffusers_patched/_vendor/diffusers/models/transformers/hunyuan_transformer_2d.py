@@ -243,7 +243,6 @@ class HunyuanDiT2DModel(ModelMixin, AttentionMixin, ConfigMixin):
     """
 
     _skip_layerwise_casting_patterns = ["pos_embed", "norm", "pooler"]
-    _preload_module_classes = ["HunyuanDiTAttentionPool"]
 
     @register_to_config
     def __init__(
