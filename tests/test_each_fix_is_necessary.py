@@ -26,16 +26,18 @@ for _name, _scenario in SCENARIOS.items():
 
 # patch -> the later patches that do not apply without it (they change its lines or lines next to them).
 LEFT_OUT_TOGETHER = {
+    "audio-vaes-support-group-offloading.patch": ["offloading-preloads-the-modules-that-declare-it.patch"],
     "bnb-4bit-quant-state-survives-offload-hooks.patch": [
         "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
         "refuse-to-sequentially-offload-quanto-weights.patch",
     ],
     "from-pretrained-materializes-missing-weights.patch": ["local-strict-load-default-from-environment.patch"],
-    "fuse-lora-into-offloaded-weights.patch": ["fuse-lora-into-quanto-quantized-weights.patch"],
     "fuse-lora-into-gguf-quantized-weights.patch": [
         "fuse-lora-into-offloaded-weights.patch",
         "fuse-lora-into-quanto-quantized-weights.patch",
     ],
+    "fuse-lora-into-offloaded-weights.patch": ["fuse-lora-into-quanto-quantized-weights.patch"],
+    "gguf-parameter-keeps-quant-type-when-rebuilt.patch": ["gguf-dequantized-weights-stay-parameters.patch"],
     "group-offload-keeps-what-models-read-outside-forward.patch": [
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
@@ -49,6 +51,7 @@ LEFT_OUT_TOGETHER = {
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
         "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
+        "offloading-preloads-the-modules-that-declare-it.patch",
     ],
     "group-offload-skips-models-that-do-not-support-it.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",
@@ -56,9 +59,9 @@ LEFT_OUT_TOGETHER = {
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
         "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
+        "offloading-preloads-the-modules-that-declare-it.patch",
     ],
     "group-offload-to-disk-keeps-tied-weights.patch": ["group-offload-to-disk-keeps-weights-tied-across-blocks.patch"],
-    "gguf-parameter-keeps-quant-type-when-rebuilt.patch": ["gguf-dequantized-weights-stay-parameters.patch"],
     "load-flux-loras-into-quanto-quantized-transformers.patch": ["fuse-lora-into-quanto-quantized-weights.patch"],
     "ltx2-single-file-map-ltx-2-3-keys.patch": ["ltx2-audio-vae-loads-from-a-single-file.patch"],
     "materialize-tensors-left-on-meta-in-from-single-file.patch": [
@@ -70,7 +73,7 @@ LEFT_OUT_TOGETHER = {
         "local-strict-load-default-from-environment.patch",
     ],
     "refuse-to-save-a-model-with-lora-adapters-injected.patch": [
-        "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"
+        "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
     ],
     "restore-the-accelerate-hooks-the-loaders-remove.patch": [
         "fuse-lora-into-offloaded-weights.patch",
@@ -81,6 +84,14 @@ LEFT_OUT_TOGETHER = {
         "fuse-lora-into-offloaded-weights.patch",
         "fuse-lora-into-quanto-quantized-weights.patch",
     ],
+    "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
+        "group-offload-preloads-modules-that-read-child-weights.patch",
+        "group-offload-keeps-what-models-read-outside-forward.patch",
+        "group-offload-to-disk-keeps-tied-weights.patch",
+        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+        "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
+        "offloading-preloads-the-modules-that-declare-it.patch",
+    ],
     "sequential-offload-preloads-modules-that-read-child-weights.patch": [
         "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch",
         "group-offload-preloads-modules-that-read-child-weights.patch",
@@ -88,19 +99,16 @@ LEFT_OUT_TOGETHER = {
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
         "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
-    ],
-    "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
-        "group-offload-preloads-modules-that-read-child-weights.patch",
-        "group-offload-keeps-what-models-read-outside-forward.patch",
-        "group-offload-to-disk-keeps-tied-weights.patch",
-        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
-        "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
+        "offloading-preloads-the-modules-that-declare-it.patch",
     ],
     "single-file-t5-ties-input-embeddings.patch": ["single-file-t5-in-evaluation-mode.patch"],
     "size-bitsandbytes-components-as-they-will-be-loaded.patch": [
         "count-tied-weights-once-when-planning.patch",
         "count-float32-modules-in-float32-when-planning.patch",
         "size-quanto-and-torchao-components-as-they-will-be-loaded.patch",
+    ],
+    "vq-and-consistency-decoder-vaes-support-group-offloading.patch": [
+        "offloading-preloads-the-modules-that-declare-it.patch",
     ],
 }
 
