@@ -725,6 +725,20 @@ def test_offload_models_holding_modules_loaded_whole(patched_outcomes):
     assert result == {"warnings": []}
 
 
+# offloading-onloads-before-forward-pre-hooks: weight-normalized layers in a list the model iterates, and one that is
+# a direct child of the model, offload at both group levels and sequentially, their weights loaded one layer at a
+# time. Upstream fails earlier on the CPU, with its `cpu:0`.
+@upstream
+def test_offload_weight_norm_layers_upstream(upstream_outcomes):
+    assert_raised(upstream_outcomes["offload-weight-norm-layers"], "TypeError", CPU_DEVICE_ERROR)
+
+
+def test_offload_weight_norm_layers(patched_outcomes):
+    result = result_of(patched_outcomes["offload-weight-norm-layers"])
+    assert_close_to_reference(result.pop("diffs"), 3)
+    assert result == {"conv_in_device_while_convs_1_runs": ["meta"]}
+
+
 # audio-vaes-support-group-offloading: the audio VAEs that refused group offloading are group and sequentially
 # offloaded, their outputs equal to the un-offloaded ones up to float32 rounding; upstream refuses the first.
 @upstream

@@ -26,7 +26,10 @@ for _name, _scenario in SCENARIOS.items():
 
 # patch -> the later patches that do not apply without it (they change its lines or lines next to them).
 LEFT_OUT_TOGETHER = {
-    "audio-vaes-support-group-offloading.patch": ["offloading-preloads-the-modules-that-declare-it.patch"],
+    "audio-vaes-support-group-offloading.patch": [
+        "offloading-preloads-the-modules-that-declare-it.patch",
+        "offloading-onloads-before-forward-pre-hooks.patch",
+    ],
     "bnb-4bit-quant-state-survives-offload-hooks.patch": [
         "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
         "refuse-to-sequentially-offload-quanto-weights.patch",
@@ -52,6 +55,7 @@ LEFT_OUT_TOGETHER = {
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
         "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
         "offloading-preloads-the-modules-that-declare-it.patch",
+        "offloading-onloads-before-forward-pre-hooks.patch",
     ],
     "group-offload-skips-models-that-do-not-support-it.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",
@@ -60,6 +64,7 @@ LEFT_OUT_TOGETHER = {
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
         "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
         "offloading-preloads-the-modules-that-declare-it.patch",
+        "offloading-onloads-before-forward-pre-hooks.patch",
     ],
     "group-offload-to-disk-keeps-tied-weights.patch": ["group-offload-to-disk-keeps-weights-tied-across-blocks.patch"],
     "load-flux-loras-into-quanto-quantized-transformers.patch": ["fuse-lora-into-quanto-quantized-weights.patch"],
@@ -72,6 +77,7 @@ LEFT_OUT_TOGETHER = {
         "single-file-block-counts-come-from-the-checkpoint.patch",
         "local-strict-load-default-from-environment.patch",
     ],
+    "offloading-preloads-the-modules-that-declare-it.patch": ["offloading-onloads-before-forward-pre-hooks.patch"],
     "refuse-to-save-a-model-with-lora-adapters-injected.patch": [
         "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
     ],
@@ -91,6 +97,7 @@ LEFT_OUT_TOGETHER = {
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
         "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
         "offloading-preloads-the-modules-that-declare-it.patch",
+        "offloading-onloads-before-forward-pre-hooks.patch",
     ],
     "sequential-offload-preloads-modules-that-read-child-weights.patch": [
         "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch",
@@ -100,6 +107,7 @@ LEFT_OUT_TOGETHER = {
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
         "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
         "offloading-preloads-the-modules-that-declare-it.patch",
+        "offloading-onloads-before-forward-pre-hooks.patch",
     ],
     "single-file-t5-ties-input-embeddings.patch": ["single-file-t5-in-evaluation-mode.patch"],
     "size-bitsandbytes-components-as-they-will-be-loaded.patch": [
@@ -109,6 +117,7 @@ LEFT_OUT_TOGETHER = {
     ],
     "vq-and-consistency-decoder-vaes-support-group-offloading.patch": [
         "offloading-preloads-the-modules-that-declare-it.patch",
+        "offloading-onloads-before-forward-pre-hooks.patch",
     ],
 }
 

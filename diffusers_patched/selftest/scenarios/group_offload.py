@@ -209,6 +209,78 @@ scenario(
 )(_group_offload_weights_tied_across_blocks)
 
 
+def _offload_weight_norm_layers(workdir):
+    # As BigVGAN's AMP blocks (MiniMax-H3's decoder) hold them: weight-normalized convolutions in an nn.ModuleList the
+    # model iterates, and one that is a direct child of the model.
+    import diffusers
+    import torch
+    from torch.nn.utils import weight_norm
+
+    class WeightNormModel(diffusers.ModelMixin):
+        def __init__(self):
+            super().__init__()
+            self.conv_in = weight_norm(torch.nn.Conv1d(2, 8, 3, padding=1))
+            self.convs = torch.nn.ModuleList([weight_norm(torch.nn.Conv1d(8, 8, 3, padding=1)) for _ in range(2)])
+
+        def forward(self, hidden_states):
+            hidden_states = self.conv_in(hidden_states)
+            for conv in self.convs:
+                hidden_states = torch.nn.functional.silu(conv(hidden_states))
+            return hidden_states
+
+    class ModelPipeline(diffusers.DiffusionPipeline):
+        def __init__(self, model):
+            super().__init__()
+            self.register_modules(model=model)
+
+    def model():
+        torch.manual_seed(0)
+        return WeightNormModel().eval()
+
+    hidden_states = torch.randn(1, 2, 16, generator=torch.Generator().manual_seed(0))
+    diffs, conv_in_devices = [], []
+    with torch.no_grad():
+        expected = model()(hidden_states)
+        for offload_type in ("leaf_level", "block_level"):
+            offloaded = model()
+            offloaded.enable_group_offload(
+                onload_device=torch.device("cpu"),
+                offload_type=offload_type,
+                num_blocks_per_group=1,
+                offload_to_disk_path=os.path.join(workdir, offload_type),
+            )
+            diffs.append((offloaded(hidden_states) - expected).abs().max().item())
+        pipe = ModelPipeline(model())
+        pipe.enable_sequential_cpu_offload(device="cpu")
+        pipe.model.convs[1].register_forward_hook(
+            lambda *_: conv_in_devices.append(pipe.model.conv_in.weight_v.device.type)
+        )
+        diffs.append((pipe.model(hidden_states) - expected).abs().max().item())
+    return {"diffs": diffs, "conv_in_device_while_convs_1_runs": conv_in_devices}
+
+
+def _judge_offload_weight_norm_layers(result):
+    if result["conv_in_device_while_convs_1_runs"] != ["meta"]:
+        return WRONG, (
+            "sequential offloading kept conv_in loaded while convs.1 ran "
+            f"({result['conv_in_device_while_convs_1_runs']}): it loaded the whole model at once"
+        )
+    return close(result["diffs"], what="max abs diff to the un-offloaded output")
+
+
+scenario(
+    "offload-weight-norm-layers",
+    patch="offloading-onloads-before-forward-pre-hooks.patch",
+    summary="a model (tiny) with weight-normalized convolutions in an nn.ModuleList it iterates and one as a direct "
+    "child, group offloaded to disk at leaf and block level, then sequentially offloaded: weight_norm computes the "
+    "weight in a forward pre-hook, before the offload hooks load it; loading each such layer's parent by class loads "
+    "nothing for a list, and the whole model for a direct child",
+    text="max abs diff to the un-offloaded output (group-leaf, group-block, sequential) {diffs}; sequential: conv_in's "
+    "weight on {conv_in_device_while_convs_1_runs} while convs.1 runs",
+    judge=_judge_offload_weight_norm_layers,
+)(_offload_weight_norm_layers)
+
+
 def _group_offload_transformer_2d_block_level(workdir):
     # DiT's configuration of the legacy Transformer2DModel, which does not opt out of group offloading: its output layer
     # calls the first block's `norm1.emb` after the blocks, whose group block-level offloading emptied by then.

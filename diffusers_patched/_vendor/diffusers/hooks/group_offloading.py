@@ -396,13 +396,55 @@ class GroupOffloadingHook(ModelHook):
         self.group = group
         self.next_group: ModuleGroup | None = None
         self.config = config
+        self._forward_pre_hook_handle = None
+        self._onloaded_by_forward_pre_hook = False
 
     def initialize_hook(self, module: torch.nn.Module) -> torch.nn.Module:
         if self.group.offload_leader == module:
             self.group.offload_()
+        # The module's forward pre-hooks run before `forward`, where this hook onloads, and some read the weights
+        # (`torch.nn.utils.weight_norm` computes the weight in one), so onload in a forward pre-hook that runs first.
+        if len(module._forward_pre_hooks) > 0:
+            self._forward_pre_hook_handle = module.register_forward_pre_hook(
+                self._onload_before_forward_pre_hooks, prepend=True
+            )
         return module
 
+    def deinitalize_hook(self, module: torch.nn.Module) -> torch.nn.Module:
+        if self._forward_pre_hook_handle is not None:
+            self._forward_pre_hook_handle.remove()
+            self._forward_pre_hook_handle = None
+        return module
+
+    def _onload_before_forward_pre_hooks(self, module: torch.nn.Module, args):
+        self._onload(module)
+        self._onloaded_by_forward_pre_hook = True
+
     def pre_forward(self, module: torch.nn.Module, *args, **kwargs):
+        if self._onloaded_by_forward_pre_hook:
+            self._onloaded_by_forward_pre_hook = False
+        else:
+            self._onload(module)
+
+        args = send_to_device(args, self.group.onload_device, non_blocking=self.group.non_blocking)
+
+        # Some Autoencoder models use a feature cache that is passed through submodules
+        # and modified in place. The `send_to_device` call returns a copy of this feature cache object
+        # which breaks the inplace updates. Use `exclude_kwargs` to mark these cache features
+        exclude_kwargs = self.config.exclude_kwargs or []
+        if exclude_kwargs:
+            moved_kwargs = send_to_device(
+                {k: v for k, v in kwargs.items() if k not in exclude_kwargs},
+                self.group.onload_device,
+                non_blocking=self.group.non_blocking,
+            )
+            kwargs.update(moved_kwargs)
+        else:
+            kwargs = send_to_device(kwargs, self.group.onload_device, non_blocking=self.group.non_blocking)
+
+        return args, kwargs
+
+    def _onload(self, module: torch.nn.Module) -> None:
         # If there wasn't an onload_leader assigned, we assume that the submodule that first called its forward
         # method is the onload_leader of the group.
         if self.group.onload_leader is None:
@@ -441,24 +483,6 @@ class GroupOffloadingHook(ModelHook):
                 # Also, we should only do this synchronization if we don't already do it from the sync call in
                 # self.next_group.onload_, hence the `not should_onload_next_group` check.
                 self.group.stream.synchronize()
-
-        args = send_to_device(args, self.group.onload_device, non_blocking=self.group.non_blocking)
-
-        # Some Autoencoder models use a feature cache that is passed through submodules
-        # and modified in place. The `send_to_device` call returns a copy of this feature cache object
-        # which breaks the inplace updates. Use `exclude_kwargs` to mark these cache features
-        exclude_kwargs = self.config.exclude_kwargs or []
-        if exclude_kwargs:
-            moved_kwargs = send_to_device(
-                {k: v for k, v in kwargs.items() if k not in exclude_kwargs},
-                self.group.onload_device,
-                non_blocking=self.group.non_blocking,
-            )
-            kwargs.update(moved_kwargs)
-        else:
-            kwargs = send_to_device(kwargs, self.group.onload_device, non_blocking=self.group.non_blocking)
-
-        return args, kwargs
 
     def post_forward(self, module: torch.nn.Module, output):
         if self.group.offload_leader == module:
@@ -1054,15 +1078,12 @@ def _get_preload_module_classes(model: torch.nn.Module) -> list[str]:
     """
     Returns the classes of the submodules of `model` that offloading has to load as a whole, because the weights of
     their children are used without calling the children, whose offload hooks then never run:
-    `torch.nn.MultiheadAttention` (it reads `out_proj.weight`), the classes that declare `_preload_submodules = True`
-    wherever they appear, and the parents of modules with forward pre-hooks (`torch.nn.utils.weight_norm` and
-    `spectral_norm` compute the weight in one, before the offload hook of the module has loaded it).
+    `torch.nn.MultiheadAttention` (it reads `out_proj.weight`) and the classes that declare `_preload_submodules = True`
+    wherever they appear.
     """
     preload_module_classes = {"MultiheadAttention"}
     for module in model.modules():
-        if getattr(module, "_preload_submodules", False) or any(
-            len(child._forward_pre_hooks) > 0 for child in module.children()
-        ):
+        if getattr(module, "_preload_submodules", False):
             preload_module_classes.add(module.__class__.__name__)
     return sorted(preload_module_classes)
 

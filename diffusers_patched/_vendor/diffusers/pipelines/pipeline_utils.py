@@ -137,6 +137,17 @@ _DDUF_REMOVAL_MESSAGE = (
 logger = logging.get_logger(__name__)
 
 
+def _onload_before_forward_pre_hooks(module: torch.nn.Module, args, kwargs):
+    """
+    The first forward pre-hook of a module that sequential CPU offloading offloads: forward pre-hooks run before
+    `forward`, where accelerate's offload hook loads the weights, and some read them (`torch.nn.utils.weight_norm`
+    computes the weight in one). The offload hook loads the module's own weights again before `forward`.
+    """
+    # Nothing to do once the offload hook is removed (`remove_all_hooks`, the loaders).
+    if hasattr(module, "_hf_hook"):
+        return module._hf_hook.pre_forward(module, *args, **kwargs)
+
+
 def _sequential_cpu_offload(model: torch.nn.Module, device: torch.device):
     """
     Offloads `model` with accelerate's `cpu_offload`, except the submodules, parameters and buffers it lists in
@@ -161,6 +172,13 @@ def _sequential_cpu_offload(model: torch.nn.Module, device: torch.device):
             offload_buffers=offload_buffers,
             preload_module_classes=_get_preload_module_classes(model),
         )
+        for module in model.modules():
+            if (
+                hasattr(module, "_hf_hook")
+                and len(module._forward_pre_hooks) > 0
+                and _onload_before_forward_pre_hooks not in module._forward_pre_hooks.values()
+            ):
+                module.register_forward_pre_hook(_onload_before_forward_pre_hooks, prepend=True, with_kwargs=True)
         return
 
     for name, child in model.named_children():

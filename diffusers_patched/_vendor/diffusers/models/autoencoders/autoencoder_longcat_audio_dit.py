@@ -186,9 +186,6 @@ class VaeDecoderBlock(nn.Module):
 
 
 class AudioDiTVaeEncoder(nn.Module):
-    # `forward` calls a slice and a single layer of `layers`, not `layers`, so offloading loads it as a whole.
-    _preload_submodules = True
-
     def __init__(
         self,
         in_channels: int = 1,
@@ -238,9 +235,6 @@ class AudioDiTVaeEncoder(nn.Module):
 
 
 class AudioDiTVaeDecoder(nn.Module):
-    # `forward` calls a slice and a single layer of `layers`, not `layers`, so offloading loads it as a whole.
-    _preload_submodules = True
-
     def __init__(
         self,
         in_channels: int = 1,
