@@ -19,7 +19,6 @@ from tests.conftest import REPO_ROOT
 # model class -> the scenarios that offload it sequentially and group offload it at leaf and block level
 COVERED_BY = {
     "HunyuanDiT2DModel": ["sequential-offload-hunyuan-dit", "group-offload-hunyuan-dit"],
-    "LongCatAudioDiTVae": ["offload-audio-vaes"],
     "AutoencoderKLMiniMaxH3Audio": ["offload-audio-vaes"],
     "VQModel": ["group-offload-vq-and-consistency-decoder-vaes", "offload-models-holding-modules-loaded-whole"],
     "HunyuanDiT2DControlNetModel": ["offload-models-holding-modules-loaded-whole"],
