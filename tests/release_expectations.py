@@ -13,6 +13,8 @@ GROUP_OFFLOADING_TESTS = [
     "tests/hooks/test_group_offloading_preload_modules.py",
     "tests/hooks/test_group_offloading_tied_weights.py",
     "tests/hooks/test_group_offloading_unmatched_modules.py",
+    "tests/hooks/test_offloading_forward_pre_hooks.py::OffloadingForwardPreHooksTests::test_group_offloading",
+    "tests/hooks/test_offloading_preload_submodules.py",
     "tests/lora/test_lora_keeps_accelerate_hooks.py::LoraKeepsAccelerateHooksTests::"
     "test_fuse_lora_refuses_weights_group_offloaded_to_disk",
     "tests/models/autoencoders/test_models_audio_vae_offloading.py",
