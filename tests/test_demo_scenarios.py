@@ -624,6 +624,21 @@ def test_sequential_offload(patched_outcomes, name):
     assert_close_to_reference([result_of(patched_outcomes[name])["diff"]], 1)
 
 
+# consistency-decoder-vae-sets-timesteps-on-the-latents-device: ConsistencyDecoderVAE decodes under sequential
+# offloading as without it; upstream's scheduler reads timesteps it put on the model's device, `meta` there.
+@upstream
+def test_sequential_offload_consistency_decoder_vae_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["sequential-offload-consistency-decoder-vae"],
+        "RuntimeError",
+        "Tensor.item() cannot be called on meta tensors",
+    )
+
+
+def test_sequential_offload_consistency_decoder_vae(patched_outcomes):
+    assert_close_to_reference([result_of(patched_outcomes["sequential-offload-consistency-decoder-vae"])["diff"]], 1)
+
+
 # group-offload-preloads-modules-that-read-child-weights: the models that declared `_supports_group_offloading = False`
 # group offload; pipeline-group-offload-to-disk-per-component: components offload to disk without sharing files;
 # group-offload-keeps-what-models-read-outside-forward: ACE-Step's tensors read outside forward stay onloaded;

@@ -1238,10 +1238,9 @@ TINY_PRELOADING_MODELS = {
 }
 
 
-# Group offloading only, not in docs/offloading.md's table of every mode: ConsistencyDecoderVAE under
-# `enable_sequential_cpu_offload` fails on meta tensors ("Tensor.item() cannot be called on meta tensors") on both sides.
+# Group offloading only, not in docs/offloading.md's table of every mode: a DiT made to opt out of group offloading,
+# for the pipeline-level fallback.
 TINY_GROUP_OFFLOAD_PIPELINES = {
-    **{name: functools.partial(tiny_decoder_vae_pipeline, *vae) for name, vae in TINY_DECODER_VAES.items()},
     "dit-opting-out": functools.partial(tiny_dit_pipeline, opting_out_of_group_offloading=True),
 }
 
@@ -1256,6 +1255,7 @@ TINY_OFFLOAD_PIPELINES = {
     "joyimage-edit": tiny_joyimage_edit_pipeline,
     "dit": tiny_dit_pipeline,
     **{name: functools.partial(tiny_audio_vae_pipeline, *vae) for name, vae in TINY_AUDIO_VAES.items()},
+    **{name: functools.partial(tiny_decoder_vae_pipeline, *vae) for name, vae in TINY_DECODER_VAES.items()},
 }
 OFFLOAD_MODES = ("sequential", "group-leaf", "group-block", "model")
 

@@ -368,6 +368,11 @@ for _pipeline, _patch, _reads in [
         "the SAME VAE encodes with its bottleneck's encode method, which no offload hook sees",
     ),
     (
+        "consistency-decoder-vae",
+        "consistency-decoder-vae-sets-timesteps-on-the-latents-device.patch",
+        "its decode sets the scheduler's timesteps on the model's own device, meta under sequential offloading",
+    ),
+    (
         "ace-step",
         "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch",
         "the pipeline reads the condition encoder's null_condition_emb and silence_latent, and decodes audio codes "

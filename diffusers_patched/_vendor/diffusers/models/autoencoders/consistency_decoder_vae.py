@@ -246,7 +246,7 @@ class ConsistencyDecoderVAE(ModelMixin, AttentionMixin, AutoencoderMixin, Config
 
         batch_size, _, height, width = z.shape
 
-        self.decoder_scheduler.set_timesteps(num_inference_steps, device=self.device)
+        self.decoder_scheduler.set_timesteps(num_inference_steps, device=z.device)
 
         x_t = self.decoder_scheduler.init_noise_sigma * randn_tensor(
             (batch_size, 3, height, width), generator=generator, dtype=z.dtype, device=z.device
