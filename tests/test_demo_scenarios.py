@@ -727,8 +727,8 @@ def test_group_offload_vq_and_consistency_decoder_vaes(patched_outcomes):
 
 # offloading-preloads-the-modules-that-declare-it: the models holding a module that declares `_preload_submodules` (or
 # an nn.MultiheadAttention) without the model listing it offload in every mode, their outputs equal to the un-offloaded
-# ones up to float32 rounding (tests/test_preloading_coverage.py walks diffusers for them). Upstream fails earlier on
-# the CPU, with its `cpu:0`.
+# ones up to float32 rounding (tests/test_preloading_coverage.py walks diffusers for such models). Upstream fails
+# earlier on the CPU, with its `cpu:0`.
 @upstream
 def test_offload_models_holding_modules_loaded_whole_upstream(upstream_outcomes):
     assert_raised(upstream_outcomes["offload-models-holding-modules-loaded-whole"], "TypeError", CPU_DEVICE_ERROR)
@@ -736,7 +736,7 @@ def test_offload_models_holding_modules_loaded_whole_upstream(upstream_outcomes)
 
 def test_offload_models_holding_modules_loaded_whole(patched_outcomes):
     result = result_of(patched_outcomes["offload-models-holding-modules-loaded-whole"])
-    assert_close_to_reference(result.pop("diffs"), 13)
+    assert_close_to_reference(result.pop("diffs"), 12)
     assert result == {"warnings": []}
 
 

@@ -1,30 +1,32 @@
-"""Every model class of the installed diffusers that holds a module offloading must load with its children runs right
-under sequential and group offloading in a scenario.
+"""Every model class of the installed diffusers that holds a module offloading must load with its children is offloaded
+in every mode, and checked right, by the offload table or a scenario.
 
 Such a module uses its children's weights without calling them: `nn.MultiheadAttention`, or a class declaring
 `_preload_submodules = True` (offloading-preloads-the-modules-that-declare-it.patch). The walk reads the source of the
 installed diffusers, with the vendored modules in place of upstream's: a model holds a class when its `__init__`, or a
-function or non-model class it calls there, calls that class. A new model holding one fails here until a scenario
-covers it.
+function or non-model class it calls there, calls that class. A new model holding one fails here until a tiny
+pipeline of it is offloaded in every mode: a row of docs/offloading.md's table (TINY_OFFLOAD_PIPELINES,
+tests/test_offload_modes.py) or one of the models of the scenario offload-models-holding-modules-loaded-whole
+(TINY_PRELOADING_MODELS, tests/test_demo_scenarios.py).
 """
 
 import ast
 from importlib.metadata import distribution
 from pathlib import Path
 
-from diffusers_patched.selftest.scenarios import RIGHT, SCENARIOS
+from diffusers_patched.selftest.tiny_pipelines import TINY_OFFLOAD_PIPELINES, TINY_PRELOADING_MODELS
 from tests.conftest import REPO_ROOT
 
 
-# model class -> the scenarios that offload it sequentially and group offload it at leaf and block level
-COVERED_BY = {
-    "HunyuanDiT2DModel": ["sequential-offload-hunyuan-dit", "group-offload-hunyuan-dit"],
-    "AutoencoderKLMiniMaxH3Audio": ["offload-audio-vaes"],
-    "VQModel": ["group-offload-vq-and-consistency-decoder-vaes", "offload-models-holding-modules-loaded-whole"],
-    "HunyuanDiT2DControlNetModel": ["offload-models-holding-modules-loaded-whole"],
-    "PaellaVQModel": ["offload-models-holding-modules-loaded-whole"],
-    "ShapEParamsProjModel": ["offload-models-holding-modules-loaded-whole"],
-    "ControlNetUnionModel": ["offload-models-holding-modules-loaded-whole"],
+# model class -> its tiny pipeline, offloaded sequentially and group offloaded at leaf and block level
+OFFLOADED_AS = {
+    "HunyuanDiT2DModel": "hunyuan-dit",
+    "AutoencoderKLMiniMaxH3Audio": "minimax-h3-audio-vae",
+    "VQModel": "vq-vae",
+    "HunyuanDiT2DControlNetModel": "hunyuan-dit-controlnet",
+    "PaellaVQModel": "paella-vq-model",
+    "ShapEParamsProjModel": "shap-e-params-proj",
+    "ControlNetUnionModel": "controlnet-union",
 }
 
 
@@ -99,8 +101,6 @@ def _is_model(name, texts, trees, seen=frozenset()):
     return False
 
 
-def test_every_model_holding_a_module_loaded_whole_is_offloaded_right_by_a_scenario(patched_outcomes):
-    assert models_holding_modules_loaded_whole() == set(COVERED_BY)
-    for model, scenarios in COVERED_BY.items():
-        for name in scenarios:
-            assert patched_outcomes[name].verdict(SCENARIOS[name])[0] == RIGHT, (model, name)
+def test_every_model_holding_a_module_loaded_whole_is_offloaded_in_every_mode():
+    assert models_holding_modules_loaded_whole() == set(OFFLOADED_AS)
+    assert set(OFFLOADED_AS.values()) <= {*TINY_OFFLOAD_PIPELINES, *TINY_PRELOADING_MODELS}
