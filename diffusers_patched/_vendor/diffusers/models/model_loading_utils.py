@@ -332,6 +332,15 @@ def _summarize_keys(keys: list[str], max_groups: int = 10, num_full_keys: int = 
     return f"{len(keys)} keys: {', '.join(summary)}; first keys: {', '.join(keys[:num_full_keys])}"
 
 
+def _holds_no_data(tensor: torch.Tensor) -> bool:
+    # A tensor subclass that wraps other tensors (the quantized weights of optimum-quanto) reports the device it was
+    # created on: `meta` for a layer quantized before a pre-quantized checkpoint was loaded into the tensors it wraps.
+    if hasattr(tensor, "__tensor_flatten__"):
+        inner_names, _ = tensor.__tensor_flatten__()
+        return any(_holds_no_data(getattr(tensor, name)) for name in inner_names)
+    return tensor.is_meta
+
+
 def _named_meta_tensors(
     model: torch.nn.Module, device_map: dict[str, int | str | torch.device]
 ) -> tuple[list[str], list[str]]:
@@ -340,10 +349,10 @@ def _named_meta_tensors(
     for module_name, module in model.named_modules():
         prefix = f"{module_name}." if module_name else ""
         meta_params.extend(
-            prefix + name for name, param in module._parameters.items() if param is not None and param.is_meta
+            prefix + name for name, param in module._parameters.items() if param is not None and _holds_no_data(param)
         )
         meta_buffers.extend(
-            prefix + name for name, buffer in module._buffers.items() if buffer is not None and buffer.is_meta
+            prefix + name for name, buffer in module._buffers.items() if buffer is not None and _holds_no_data(buffer)
         )
     if "disk" in device_map.values():
         meta_params = [name for name in meta_params if _determine_param_device(name, device_map) != "disk"]
