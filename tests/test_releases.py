@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from diffusers_patched.selftest.parity import PARITY, parity_breaks
 from diffusers_patched.selftest.scenarios import SCENARIOS
 from tests.conftest import REPO_ROOT, run_python
 from tests.support.assertions import diffs_as_judged
@@ -31,6 +32,7 @@ PRIMARY = PROJECT.read_base()["version"]
 OLDER = PROJECT.supported_releases()[1:]
 POST = PROJECT.read_releases()["post"]
 SIDES = ("upstream", "patched")
+PARITY_MODULE = "diffusers_patched.selftest.parity"
 
 
 def wheel_name(version):
@@ -38,20 +40,41 @@ def wheel_name(version):
 
 
 @pytest.fixture(scope="session")
-def release_outcomes(sites):
-    """{(release, side): {scenario: Outcome}}; two releases at a time (CI has two cores), each side in a fork of an
-    interpreter that imported the release's stack once (tests/support/forked_scenarios.py)."""
+def release_runs(sites):
+    """{(release, side): ({scenario: Outcome}, {parity backend: Outcome})}; two releases at a time (CI has two cores),
+    each side's scenarios and parity flows in forks of an interpreter that imported the release's stack once
+    (tests/support/forked_scenarios.py)."""
 
     def run_both_sides(version):
         runner = ForkedScenarioRunner(stack_site=sites[version])
         try:
-            return {side: runner.run(list(SCENARIOS), side == "patched", sites[version]) for side in SIDES}
+            return {
+                side: (
+                    runner.run(list(SCENARIOS), side == "patched", sites[version]),
+                    runner.run(list(PARITY), side == "patched", sites[version], module=PARITY_MODULE),
+                )
+                for side in SIDES
+            }
         finally:
             runner.close()
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         by_version = dict(zip(OLDER, pool.map(run_both_sides, OLDER)))
-    return {(version, side): outcomes[side] for version, outcomes in by_version.items() for side in SIDES}
+    return {(version, side): runs[side] for version, runs in by_version.items() for side in SIDES}
+
+
+@pytest.fixture(scope="session")
+def release_outcomes(release_runs):
+    return {key: scenarios for key, (scenarios, _) in release_runs.items()}
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("version", OLDER)
+def test_release_is_never_worse_than_upstream(version, release_runs):
+    """The parity net on `version`: every quantization flow its upstream gets right is right with its build
+    (tests/test_parity.py on the primary)."""
+    upstream, patched = release_runs[version, "upstream"][1], release_runs[version, "patched"][1]
+    assert {name: breaks for name in PARITY if (breaks := parity_breaks(upstream[name], patched[name]))} == {}
 
 
 def comparable(outcome):

@@ -1,0 +1,348 @@
+"""The parity net: the flows diffusers documents for each quantization backend that runs on a CPU, run on both sides.
+
+The demo scenarios start from flows upstream gets wrong; these start from flows upstream gets right, so that a patch
+cannot take one away unnoticed (a pre-quantized quanto checkpoint once was refused with the patches). Each backend is
+one entry of `PARITY`, a tiny Flux transformer through every flow, each flow a cell:
+
+- `load`: quantizing while loading (`from_pretrained(..., quantization_config=...)`; for GGUF, `from_single_file` of a
+  Q8_0 file), against an unquantized model holding the weights the quantized layers compute with;
+- `model round trip`, `pipeline round trip`: `save_pretrained`, then `from_pretrained` of the saved folder (the
+  pre-quantized checkpoint a hub repository holds), against the loaded model;
+- `to and from_pipe`: `pipe.to("cpu")`, then `FluxPipeline.from_pipe(pipe)`;
+- `model cpu offload`: `enable_model_cpu_offload(device="cpu")`;
+- `lora`: `load_lora_weights`, against the reference with the same LoRA, then `unload_lora_weights()`, against the
+  loaded model.
+
+A cell holds the max abs diff to its reference (or the error), and the output itself: the suite asserts that wherever
+upstream is right the patched side is right too, with the same outputs (tests/test_parity.py).
+
+What does not run on a CPU, and why (diffusers 0.42.1): diffusers' own bitsandbytes quantizer refuses without a GPU
+("No GPU found"; its CPU flows, through transformers' text encoders, are demo scenarios); Nunchaku's quantizer
+requires CUDA in `validate_environment`; SDNQ, ModelOpt and AutoRound are not in the verified stack (docs/parity.md).
+"""
+
+import logging
+import sys
+
+from .judges import FAILS, RIGHT, WRONG, close
+from .scenarios.common import diffusers_log_messages
+from .scenarios.registry import _main, scenario
+
+
+PARITY = {}
+FLOWS = ("load", "model round trip", "pipeline round trip", "to and from_pipe", "model cpu offload", "lora")
+
+
+def cell_verdict(cell):
+    if cell["error"] is not None:
+        return FAILS, cell["error"]
+    if cell.get("reported_missing"):
+        return WRONG, f"a complete checkpoint said to lack keys: {cell['reported_missing'][0][:200]}"
+    return close(cell["diffs"], scale=cell["scale"])
+
+
+def cell_verdicts(outcome):
+    """{flow: (verdict, figure)} of a backend's outcome (registry.Outcome); a backend that raised before its first flow
+    fails every flow with that error."""
+    if not outcome.ok:
+        error = f"{outcome.error['type']}: {outcome.error['message']}"[:400]
+        return {flow: (FAILS, error) for flow in FLOWS}
+    return {flow: cell_verdict(cell) for flow, cell in outcome.result["cells"].items()}
+
+
+def parity_breaks(upstream, patched):
+    """The flows of one backend where upstream is right and the patched side is not, or computes other outputs than
+    upstream's (beyond the tolerance): `{flow: why}`. Empty when diffusers-patched is never worse than upstream."""
+    upstream_verdicts, patched_verdicts = cell_verdicts(upstream), cell_verdicts(patched)
+    breaks = {}
+    for flow, (verdict, _) in upstream_verdicts.items():
+        if verdict != RIGHT:
+            continue
+        patched_verdict, figure = patched_verdicts[flow]
+        if patched_verdict != RIGHT:
+            breaks[flow] = f"upstream right, patched {patched_verdict}: {figure}"
+            continue
+        upstream_output = upstream.result["cells"][flow]["output"]
+        patched_output = patched.result["cells"][flow]["output"]
+        diff = max(abs(a - b) for a, b in zip(upstream_output, patched_output))
+        scale = upstream.result["cells"][flow]["scale"]
+        if len(upstream_output) != len(patched_output) or close([diff], scale=scale)[0] != RIGHT:
+            breaks[flow] = f"patched output differs from upstream's by {diff:.2g} (tolerance 1e-05)"
+    return breaks
+
+
+def _judge(result):
+    verdicts = {flow: cell_verdict(cell) for flow, cell in result["cells"].items()}
+    failing = [f"{flow}: {figure}" for flow, (verdict, figure) in verdicts.items() if verdict != RIGHT]
+    if failing:
+        return FAILS, "; ".join(failing)
+    worst = max(max(cell["diffs"]) for cell in result["cells"].values())
+    return RIGHT, f"{len(verdicts)} flows, worst max abs diff to the reference {worst:.2g} (tolerance 1e-05)"
+
+
+def _text(result):
+    return ", ".join(f"{flow} {cell_verdict(cell)[0]}" for flow, cell in result["cells"].items())
+
+
+def _output(model, inputs):
+    import torch
+
+    with torch.no_grad():
+        return model(**inputs)[0]
+
+
+class Family:
+    """A tiny model family the flows run on: how to build the unquantized model (the same weights every time), its
+    inputs, the pipeline of it alone, and the modules a LoRA targets."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def build(self):
+        from . import tiny_checkpoints
+
+        if self.name == "flux":
+            return tiny_checkpoints.build_flux(tiny_checkpoints.FLUX_DEV_CONFIG)
+        return tiny_checkpoints.build_wan(tiny_checkpoints.wan_config("t2v"))
+
+    def inputs(self):
+        from . import tiny_checkpoints
+
+        if self.name == "flux":
+            return tiny_checkpoints.flux_inputs(tiny_checkpoints.FLUX_DEV_CONFIG)
+        return tiny_checkpoints.wan_inputs(tiny_checkpoints.wan_config("t2v"))
+
+    def pipeline(self, transformer):
+        from . import tiny_checkpoints
+
+        if self.name == "flux":
+            return tiny_checkpoints.flux_transformer_pipeline(transformer)
+        return tiny_checkpoints.wan_transformer_pipeline(transformer)
+
+    def unused_components(self):
+        if self.name == "flux":
+            return {"text_encoder": None, "tokenizer": None, "text_encoder_2": None, "tokenizer_2": None, "vae": None}
+        return {"text_encoder": None, "tokenizer": None, "vae": None}
+
+
+FLUX, WAN = Family("flux"), Family("wan")
+
+
+def _effective_weights_reference(family, quantized):
+    """The unquantized model holding, in each Linear, the weight the quantized one computes with: read off by passing
+    the identity through it (exact in float32), whatever the backend stores."""
+    import torch
+
+    reference = family.build()
+    with torch.no_grad():
+        for name, module in reference.named_modules():
+            if isinstance(module, torch.nn.Linear):
+                layer = quantized.get_submodule(name)
+                identity = torch.eye(module.in_features)
+                weight = layer(identity) - (0 if layer.bias is None else layer.bias.float())
+                module.weight.copy_(weight.T)
+    return reference
+
+
+def _lora(family, seed=1):
+    import torch
+    from peft import LoraConfig
+    from peft.utils import get_peft_model_state_dict
+
+    model = family.build()
+    torch.manual_seed(seed)
+    model.add_adapter(LoraConfig(r=4, lora_alpha=4, target_modules=["to_q", "to_k", "to_v"], init_lora_weights=False))
+    return {f"transformer.{key}": value for key, value in get_peft_model_state_dict(model).items()}
+
+
+def _cell(run):
+    """{"diffs", "scale", "output", "error"} of one flow: `run()` returns (outputs, references) to compare pairwise."""
+    try:
+        outputs, references = run()
+    except Exception as e:
+        return {"diffs": [], "scale": 1.0, "output": None, "error": f"{type(e).__name__}: {e}"[:400]}
+    return {
+        "diffs": [(output - reference).abs().max().item() for output, reference in zip(outputs, references)],
+        "scale": max(reference.abs().max().item() for reference in references),
+        "output": outputs[0].flatten()[:64].tolist(),
+        "error": None,
+    }
+
+
+def _flows(workdir, family, load, save_kwargs=None):
+    """Every flow of FLOWS on the model `load()` returns (a fresh one per flow: a flow that fails must not decide the
+    next one's result)."""
+    import torch
+    from diffusers import DiffusionPipeline
+
+    inputs = family.inputs()
+    save_kwargs = save_kwargs or {}
+    cells = {}
+    # Every checkpoint here is complete: a load that says it lacks keys (and with `strict=True` refuses it) is wrong.
+    with diffusers_log_messages(logging.WARNING, "were not") as reported_missing:
+        quantized = load()
+    loaded = _output(quantized, inputs)
+    reference = _effective_weights_reference(family, quantized)
+    cells["load"] = {**_cell(lambda: ([loaded], [_output(reference, inputs)])), "reported_missing": reported_missing}
+
+    def model_round_trip():
+        model = load()
+        model.save_pretrained(workdir / "model", **save_kwargs)
+        reloaded = type(model).from_pretrained(workdir / "model", torch_dtype=torch.float32)
+        return [_output(reloaded, inputs)], [loaded]
+
+    def pipeline_round_trip():
+        family.pipeline(load()).save_pretrained(workdir / "pipeline", **save_kwargs)
+        pipe = DiffusionPipeline.from_pretrained(
+            workdir / "pipeline", torch_dtype=torch.float32, **family.unused_components()
+        )
+        return [_output(pipe.transformer, inputs)], [loaded]
+
+    def to_and_from_pipe():
+        pipe = family.pipeline(load())
+        pipe.to("cpu")
+        return [_output(type(pipe).from_pipe(pipe).transformer, inputs)], [loaded]
+
+    def model_cpu_offload():
+        pipe = family.pipeline(load())
+        pipe.enable_model_cpu_offload(device="cpu")
+        return [_output(pipe.transformer, inputs)], [loaded]
+
+    def lora():
+        lora_state_dict = _lora(family)
+        reference.load_lora_adapter(dict(lora_state_dict), prefix="transformer")
+        expected = _output(reference, inputs)
+        pipe = family.pipeline(load())
+        pipe.load_lora_weights(dict(lora_state_dict))
+        with_lora = _output(pipe.transformer, inputs)
+        pipe.unload_lora_weights()
+        return [with_lora, _output(pipe.transformer, inputs)], [expected, loaded]
+
+    for flow, run in [
+        ("model round trip", model_round_trip),
+        ("pipeline round trip", pipeline_round_trip),
+        ("to and from_pipe", to_and_from_pipe),
+        ("model cpu offload", model_cpu_offload),
+        ("lora", lora),
+    ]:
+        cells[flow] = _cell(run)
+    return {"cells": cells}
+
+
+def _quantized_while_loading(workdir, quantization_config, save_kwargs=None):
+    import torch
+    from diffusers import FluxTransformer2DModel
+
+    FLUX.build().save_pretrained(workdir / "flux")
+
+    def load():
+        # In float32, as the reference: torchao's quantizer loads in bfloat16 unless told otherwise.
+        return FluxTransformer2DModel.from_pretrained(
+            workdir / "flux", quantization_config=quantization_config(), torch_dtype=torch.float32
+        )
+
+    return _flows(workdir, FLUX, load, save_kwargs)
+
+
+def _parity(name, summary):
+    return scenario(
+        name,
+        patch=None,
+        summary=summary,
+        text="{cells}",
+        judge=_judge,
+        registry=PARITY,
+    )
+
+
+@_parity("quanto int8", "QuantoConfig(weights_dtype='int8')")
+def quanto_int8(workdir):
+    from diffusers import QuantoConfig
+
+    return _quantized_while_loading(workdir, lambda: QuantoConfig(weights_dtype="int8"))
+
+
+@_parity("quanto int4", "QuantoConfig(weights_dtype='int4')")
+def quanto_int4(workdir):
+    from diffusers import QuantoConfig
+
+    return _quantized_while_loading(workdir, lambda: QuantoConfig(weights_dtype="int4"))
+
+
+@_parity("quanto float8", "QuantoConfig(weights_dtype='float8')")
+def quanto_float8(workdir):
+    from diffusers import QuantoConfig
+
+    return _quantized_while_loading(workdir, lambda: QuantoConfig(weights_dtype="float8"))
+
+
+@_parity("torchao int8 weight-only", "TorchAoConfig(Int8WeightOnlyConfig()), saved with safe_serialization=False")
+def torchao_int8_weight_only(workdir):
+    from diffusers import TorchAoConfig
+    from torchao.quantization import Int8WeightOnlyConfig
+
+    # torchao's tensors are not safetensors-serializable: its documented round trip saves with pickle.
+    return _quantized_while_loading(
+        workdir, lambda: TorchAoConfig(Int8WeightOnlyConfig()), save_kwargs={"safe_serialization": False}
+    )
+
+
+@_parity("gguf Q8_0", "from_single_file of a Q8_0 GGUF file (Wan) with GGUFQuantizationConfig")
+def gguf_q8_0(workdir):
+    from .tiny_checkpoints import (
+        load_wan_single_file,
+        wan_config,
+        wan_original_state_dict,
+        write_config_dir,
+        write_gguf,
+    )
+
+    # A Wan transformer: upstream converts a tiny Flux single file with the real model's width.
+    path = write_gguf(wan_original_state_dict(WAN.build()), str(workdir / "wan.gguf"))
+    config = write_config_dir("WanTransformer3DModel", wan_config("t2v"), str(workdir / "config"))
+    return _flows(workdir, WAN, lambda: load_wan_single_file(path, config))
+
+
+def _bfl(workdir, quant_type):
+    import torch
+    from diffusers import BFLQuantizationConfig, FluxTransformer2DModel
+    from diffusers.quantizers.bfl.utils import quantize_fp8r, quantize_nvfp4
+
+    from .tiny_checkpoints import FLUX_DEV_CONFIG, write_config_dir, write_safetensors
+
+    # diffusers' own key names: the checkpoint needs no conversion, only the quantizer's folding of its scales.
+    checkpoint = {key: value.contiguous() for key, value in FLUX.build().state_dict().items()}
+    for key in [key for key in checkpoint if key.endswith(".weight") and checkpoint[key].ndim == 2]:
+        name = key[: -len(".weight")]
+        if quant_type == "fp8r":
+            checkpoint[key], checkpoint[f"{name}.weight_scale"] = quantize_fp8r(checkpoint[key])
+        else:
+            checkpoint[key], checkpoint[f"{name}.weight_scale"], weight_scale_2 = quantize_nvfp4(checkpoint[key])
+            checkpoint[f"{name}.weight_scale_2"] = weight_scale_2.reshape(())
+            checkpoint[f"{name}.input_scale"] = torch.tensor(1.0)
+    path = write_safetensors(checkpoint, str(workdir / f"flux_{quant_type}.safetensors"))
+    config = write_config_dir("FluxTransformer2DModel", FLUX_DEV_CONFIG, str(workdir / "config"))
+
+    def load():
+        return FluxTransformer2DModel.from_single_file(
+            path,
+            config=config,
+            local_files_only=True,
+            quantization_config=BFLQuantizationConfig(compute_dtype=torch.float32),
+        )
+
+    return _flows(workdir, FLUX, load)
+
+
+@_parity("bfl fp8r", "from_single_file of a BFL fp8r checkpoint with BFLQuantizationConfig")
+def bfl_fp8r(workdir):
+    return _bfl(workdir, "fp8r")
+
+
+@_parity("bfl nvfp4", "from_single_file of a BFL nvfp4 checkpoint with BFLQuantizationConfig")
+def bfl_nvfp4(workdir):
+    return _bfl(workdir, "nvfp4")
+
+
+if __name__ == "__main__":
+    _main(PARITY, *sys.argv[1:])

@@ -1,0 +1,105 @@
+"""The parity net (diffusers_patched/selftest/parity.py) on the primary: every flow that upstream diffusers gets right
+for a quantization backend is right with diffusers-patched, with upstream's outputs. tests/test_releases.py runs it on
+every other supported release.
+
+Where upstream is not right, the cell is a finding: fixed by the series (the patched side right), or left as upstream
+has it (both sides the same), each listed here so that a change in either shows.
+"""
+
+import copy
+
+import pytest
+
+from diffusers_patched.selftest.judges import FAILS, RIGHT
+from diffusers_patched.selftest.parity import PARITY, cell_verdicts, parity_breaks
+from diffusers_patched.selftest.scenarios.registry import Outcome
+
+
+MODULE = "diffusers_patched.selftest.parity"
+SIDES = ("upstream", "patched")
+REFUSED_ROUND_TRIP = "Cannot load FluxTransformer2DModel because the checkpoint lacks weights of quantized layers"
+_TO_CASTS = "ValueError: Casting a quantized model to a new `dtype` is unsupported"
+_NOT_SERIALIZABLE = "ValueError: The model is quantized with QuantizationMethod.{} and is not serializable"
+# (backend, flow) -> what upstream 0.42.1 does where it is not right, and whether the series fixes it.
+UPSTREAM_NOT_RIGHT = {
+    # pipeline-to-moves-quantized-models-of-any-backend: `pipe.to("cpu")` passes a dtype to every quantized model.
+    **{(name, "to and from_pipe"): (_TO_CASTS, "fixed") for name in PARITY},
+    # load-flux-loras-into-quanto-quantized-transformers (#10512).
+    **{
+        (f"quanto {dtype}", "lora"): ("KeyError: 'single_transformer_blocks.0.attn.to_k.weight'", "fixed")
+        for dtype in ("int8", "int4", "float8")
+    },
+    # Refused on both sides: GGUF and BFL models cannot be saved (their quantizers' `is_serializable` is False).
+    **{
+        (name, flow): (_NOT_SERIALIZABLE.format(method), "refused on both sides")
+        for name, method in (("gguf Q8_0", "GGUF"), ("bfl fp8r", "BFL"), ("bfl nvfp4", "BFL"))
+        for flow in ("model round trip", "pipeline round trip")
+    },
+    # A finding left to upstream: PEFT wraps BFLNVFP4Linear and asks its packed uint8 weight for gradients.
+    ("bfl nvfp4", "lora"): (
+        "RuntimeError: Only Tensors of floating point and complex dtype can require gradients",
+        "fails on both sides",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def parity_outcomes(scenario_runner):
+    return {side: scenario_runner.run(list(PARITY), side == "patched", module=MODULE) for side in SIDES}
+
+
+@pytest.mark.upstream
+def test_patched_is_never_worse_than_upstream(parity_outcomes):
+    upstream, patched = parity_outcomes["upstream"], parity_outcomes["patched"]
+    for name in PARITY:
+        for flow, (verdict, figure) in cell_verdicts(patched[name]).items():
+            print(f"{name} | {flow} | upstream {cell_verdicts(upstream[name])[flow][0]} | patched {verdict}: {figure}")
+    assert {name: breaks for name in PARITY if (breaks := parity_breaks(upstream[name], patched[name]))} == {}
+
+
+@pytest.mark.upstream
+def test_upstream_cells_that_are_not_right(parity_outcomes):
+    found = {
+        (name, flow): figure
+        for name in PARITY
+        for flow, (verdict, figure) in cell_verdicts(parity_outcomes["upstream"][name]).items()
+        if verdict != RIGHT
+    }
+    assert sorted(found) == sorted(UPSTREAM_NOT_RIGHT)
+    for cell, figure in found.items():
+        assert figure.startswith(UPSTREAM_NOT_RIGHT[cell][0]), (cell, figure)
+
+
+def test_patched_cells_that_are_not_right_fail_as_upstream(parity_outcomes):
+    patched = {
+        (name, flow): (verdict, figure)
+        for name in PARITY
+        for flow, (verdict, figure) in cell_verdicts(parity_outcomes["patched"][name]).items()
+        if verdict != RIGHT
+    }
+    expected = {cell: error for cell, (error, fate) in UPSTREAM_NOT_RIGHT.items() if fate != "fixed"}
+    assert sorted(patched) == sorted(expected)
+    for cell, (verdict, figure) in patched.items():
+        assert verdict == FAILS and figure.startswith(expected[cell]), (cell, figure)
+
+
+def test_quanto_checkpoint_round_trip(parity_outcomes):
+    """The round trip a patch once refused ("the checkpoint lacks weights of quantized layers"): a pre-quantized quanto
+    model and pipeline reload with the outputs they were saved with."""
+    for dtype in ("int8", "int4", "float8"):
+        verdicts = cell_verdicts(parity_outcomes["patched"][f"quanto {dtype}"])
+        for flow in ("model round trip", "pipeline round trip"):
+            assert verdicts[flow][0] == RIGHT, (dtype, flow, verdicts[flow])
+
+
+@pytest.mark.upstream
+def test_the_net_reports_what_the_patches_would_break(parity_outcomes):
+    """What main did before this net: the quanto round trip refused on the patched side, and outputs off upstream's."""
+    upstream = parity_outcomes["upstream"]["quanto int8"]
+    cells = copy.deepcopy(parity_outcomes["patched"]["quanto int8"].result["cells"])
+    cells["model round trip"] = {**cells["model round trip"], "error": f"ValueError: {REFUSED_ROUND_TRIP}"}
+    cells["model cpu offload"]["output"] = [value + 1e-3 for value in cells["model cpu offload"]["output"]]
+    breaks = parity_breaks(upstream, Outcome({"cells": cells}, None, 0.0))
+    assert sorted(breaks) == ["model cpu offload", "model round trip"]
+    assert breaks["model round trip"].startswith("upstream right, patched fails: ValueError: Cannot load")
+    assert breaks["model cpu offload"] == "patched output differs from upstream's by 0.001 (tolerance 1e-05)"
