@@ -4,6 +4,7 @@ import argparse
 import re
 import sys
 
+from diffusers_patched.selftest import parity
 from diffusers_patched.selftest.judges import holds
 from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
 from tools import REPO_ROOT, ToolError, patches, wheels
@@ -71,8 +72,37 @@ def main(argv=None):
         for name, _, patched in rows
         if not holds(patched.verdict(SCENARIOS[name])[0]) and "patched" not in recorded.get(name, {})
     ]
+    breaks = [] if args.names else _parity_table(release, site)
     if not_right:
         sys.exit(f"not right with diffusers-patched: {', '.join(not_right)}")
+    if breaks:
+        sys.exit(f"worse than upstream with diffusers-patched: {', '.join(breaks)}")
+
+
+def _parity_table(release, site):
+    """The parity net (diffusers_patched/selftest/parity.py): the flows each quantization backend documents, on both
+    sides. Returns the cells where the patched side is worse than upstream."""
+    names = list(parity.PARITY)
+    print(f"running the parity net on both sides ({release}) ...", file=sys.stderr, flush=True)
+    module = "diffusers_patched.selftest.parity"
+    upstream = run_scenarios(names, patched=False, module=module, site=site)
+    patched = run_scenarios(names, patched=True, module=module, site=site)
+    print(
+        "\nNever worse than upstream: each quantization backend's documented flows, on upstream and with "
+        "diffusers-patched; wherever upstream is right, the patched side must be right with upstream's outputs.\n"
+    )
+    print("| backend | flow | upstream diffusers | diffusers-patched |")
+    print("|---|---|---|---|")
+    breaks = []
+    for name in names:
+        upstream_verdicts, patched_verdicts = parity.cell_verdicts(upstream[name]), parity.cell_verdicts(patched[name])
+        for flow in parity.FLOWS:
+            cells = [
+                f"{verdict}: {figure}"[:100] for verdict, figure in (upstream_verdicts[flow], patched_verdicts[flow])
+            ]
+            print(f"| {name} | {flow} | {cells[0]} | {cells[1]} |")
+        breaks += [f"{name} / {flow}" for flow in parity.parity_breaks(upstream[name], patched[name])]
+    return breaks
 
 
 if __name__ == "__main__":
