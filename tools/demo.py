@@ -5,7 +5,7 @@ import re
 import sys
 
 from diffusers_patched.selftest import parity
-from diffusers_patched.selftest.judges import holds
+from diffusers_patched.selftest.judges import FAILS, holds
 from diffusers_patched.selftest.scenarios import SCENARIOS, run_scenarios
 from tools import REPO_ROOT, ToolError, patches, wheels
 
@@ -96,9 +96,10 @@ def _parity_table(release, site):
     breaks = []
     for name in names:
         upstream_verdicts, patched_verdicts = parity.cell_verdicts(upstream[name]), parity.cell_verdicts(patched[name])
-        for flow in parity.FLOWS:
+        for flow in upstream_verdicts:
             cells = [
-                f"{verdict}: {figure}"[:100] for verdict, figure in (upstream_verdicts[flow], patched_verdicts[flow])
+                f"{verdict}: {figure}"[:100]
+                for verdict, figure in (upstream_verdicts[flow], patched_verdicts.get(flow, (FAILS, "not run")))
             ]
             print(f"| {name} | {flow} | {cells[0]} | {cells[1]} |")
         breaks += [f"{name} / {flow}" for flow in parity.parity_breaks(upstream[name], patched[name])]

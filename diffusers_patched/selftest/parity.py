@@ -17,8 +17,9 @@ A cell holds the max abs diff to its reference (or the error), and the output it
 upstream is right the patched side is right too, with the same outputs (tests/test_parity.py).
 
 What does not run on a CPU, and why (diffusers 0.42.1): diffusers' own bitsandbytes quantizer refuses without a GPU
-("No GPU found"; its CPU flows, through transformers' text encoders, are demo scenarios); Nunchaku's quantizer
-requires CUDA in `validate_environment`; SDNQ, ModelOpt and AutoRound are not in the verified stack (docs/parity.md).
+("No GPU found"; the bitsandbytes row quantizes a pipeline's transformers text encoder, which runs on a CPU);
+Nunchaku's quantizer requires CUDA in `validate_environment`; SDNQ, ModelOpt and AutoRound are not in the verified stack
+(docs/parity.md).
 """
 
 import logging
@@ -301,6 +302,80 @@ def gguf_q8_0(workdir):
     path = write_gguf(wan_original_state_dict(WAN.build()), str(workdir / "wan.gguf"))
     config = write_config_dir("WanTransformer3DModel", wan_config("t2v"), str(workdir / "config"))
     return _flows(workdir, WAN, lambda: load_wan_single_file(path, config))
+
+
+def _text_encoder_output(text_encoder):
+    import torch
+
+    from .tiny_pipelines import fixed_text_input
+
+    with torch.no_grad():
+        return text_encoder(fixed_text_input())[0]
+
+
+@_parity(
+    "bitsandbytes nf4 text encoder",
+    "PipelineQuantizationConfig(bitsandbytes_4bit, nf4) of a pipeline's (transformers) text encoder: what runs on a CPU",
+)
+def bitsandbytes_nf4_text_encoder(workdir):
+    """The flows on a pipeline's text encoder, against the text encoder transformers loads quantized by itself (and
+    PEFT's own LoRA on it): diffusers' own bitsandbytes quantizer needs a GPU. Each checkpoint is saved before any
+    forward pass: a 4-bit CPU forward may repack the weights (docs/development.md)."""
+    from peft import LoraConfig, inject_adapter_in_model, set_peft_model_state_dict
+    from transformers import BitsAndBytesConfig, CLIPTextModel
+
+    from .scenarios.common import _text_encoder_lora
+    from .tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
+
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+
+    def load():
+        return load_tiny_sd_pipeline(path, quantization_config=bnb_text_encoder_config("nf4"))
+
+    def load_reference():
+        config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4")
+        return CLIPTextModel.from_pretrained(path / "text_encoder", quantization_config=config)
+
+    reference = _text_encoder_output(load_reference())
+    with diffusers_log_messages(logging.WARNING, "were not") as reported_missing:
+        loaded = _text_encoder_output(load().text_encoder)
+    cells = {"load": {**_cell(lambda: ([loaded], [reference])), "reported_missing": reported_missing}}
+
+    def pipeline_round_trip():
+        load().save_pretrained(workdir / "saved")
+        return [_text_encoder_output(load_tiny_sd_pipeline(workdir / "saved").text_encoder)], [loaded]
+
+    def to_and_from_pipe():
+        pipe = load()
+        pipe.to("cpu")
+        return [_text_encoder_output(type(pipe).from_pipe(pipe).text_encoder)], [loaded]
+
+    def model_cpu_offload():
+        pipe = load()
+        pipe.enable_model_cpu_offload(device="cpu")
+        return [_text_encoder_output(pipe.text_encoder)], [loaded]
+
+    def lora():
+        pipe = load()
+        lora_state_dict = _text_encoder_lora(pipe.text_encoder)
+        peft_model = load_reference()
+        targets = sorted({key.split(".", 1)[1].rsplit(".lora_", 1)[0] for key in lora_state_dict})
+        inject_adapter_in_model(LoraConfig(r=4, lora_alpha=4, target_modules=targets), peft_model)
+        set_peft_model_state_dict(peft_model, {key.split(".", 1)[1]: value for key, value in lora_state_dict.items()})
+        expected = _text_encoder_output(peft_model)
+        pipe.load_lora_weights(dict(lora_state_dict))
+        with_lora = _text_encoder_output(pipe.text_encoder)
+        pipe.unload_lora_weights()
+        return [with_lora, _text_encoder_output(pipe.text_encoder)], [expected, loaded]
+
+    for flow, run in [
+        ("pipeline round trip", pipeline_round_trip),
+        ("to and from_pipe", to_and_from_pipe),
+        ("model cpu offload", model_cpu_offload),
+        ("lora", lora),
+    ]:
+        cells[flow] = _cell(run)
+    return {"cells": cells}
 
 
 def _bfl(workdir, quant_type):
