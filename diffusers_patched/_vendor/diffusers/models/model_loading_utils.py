@@ -402,7 +402,8 @@ def _constructor_values(build_model: Callable[[], torch.nn.Module], names: list[
     `names`: the constants a module defines, the initialization of weights drawn at random (from torch's global random
     generator, as a regular construction draws them) and computed buffers. The rest of the model is never built: a
     first build on `meta` finds the registrations that create these tensors (a constructor registers its tensors in
-    the same order every time), and a second build keeps only those off `meta`.
+    the same order every time), and a second build keeps only those off `meta`. Names the constructor does not create
+    (tensors a quantizer added to the layers it replaced) are left out.
     """
     model, registrations = _build_on_meta(build_model, keep=set())
     prefixes = defaultdict(list)
@@ -420,9 +421,14 @@ def _constructor_values(build_model: Callable[[], torch.nn.Module], names: list[
     values = {}
     for name in names:
         module_name, _, tensor_name = name.rpartition(".")
-        module = model.get_submodule(module_name)
+        try:
+            module = model.get_submodule(module_name)
+        except AttributeError:
+            continue
         value = module._parameters.get(tensor_name)
-        values[name] = module._buffers.get(tensor_name) if value is None else value.detach()
+        value = module._buffers.get(tensor_name) if value is None else value.detach()
+        if value is not None:
+            values[name] = value
     return values
 
 
@@ -462,6 +468,11 @@ def _materialize_meta_tensors(
         )
 
     values = _constructor_values(build_model, meta_params + meta_buffers)
+    # Tensors a quantizer added to the layers it replaced (optimum-quanto's `input_scale`, on `meta` with
+    # `ACCELERATE_INIT_INCLUDE_BUFFERS=1`) have no value here: they stay as the quantizer left them.
+    quantizer_tensors = {name for name in meta_params + meta_buffers if name not in values}
+    meta_params = [name for name in meta_params if name not in quantizer_tensors]
+    meta_buffers = [name for name in meta_buffers if name not in quantizer_tensors]
     for name in meta_params + meta_buffers:
         tensor_dtype = model.get_parameter(name).dtype if name in meta_params else model.get_buffer(name).dtype
         if name in meta_params and dtype is not None and tensor_dtype.is_floating_point:
@@ -473,7 +484,7 @@ def _materialize_meta_tensors(
             model, name, _determine_param_device(name, device_map), value=values[name], dtype=tensor_dtype
         )
 
-    still_on_meta = sum(_named_meta_tensors(model, device_map), [])
+    still_on_meta = [name for name in sum(_named_meta_tensors(model, device_map), []) if name not in quantizer_tensors]
     if still_on_meta:
         raise RuntimeError(
             f"{model.__class__.__name__} still has tensors on the `meta` device after loading: "
