@@ -205,7 +205,9 @@ _REPORTED_FILES = set()
 
 
 def pytest_runtest_logreport(report):
-    _REPORTED_FILES.add(report.nodeid.split("::", 1)[0])
+    path = report.nodeid.split("::", 1)[0]
+    _REPORTED_FILES.add(path)
+    _SECONDS_PER_FILE[path] = _SECONDS_PER_FILE.get(path, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -215,6 +217,8 @@ def pytest_sessionfinish(session, exitstatus):
     from tools import publish
     from tools.git import git
 
+    if hasattr(session.config, "workerinput"):
+        session.config.workeroutput["cpu_seconds"] = _cpu_seconds("RUSAGE_SELF", "RUSAGE_CHILDREN")
     options = session.config.option
     ran_releases = {"tests/test_releases.py", "tests/test_release_carried_tests.py"} <= _REPORTED_FILES
     is_worker = hasattr(session.config, "workerinput")
@@ -229,3 +233,41 @@ def pytest_sessionfinish(session, exitstatus):
     stamp = REPO_ROOT / publish.RELEASE_CHECKS_STAMP
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text(json.dumps({"commit": git(REPO_ROOT, "rev-parse", "HEAD").stdout.strip()}) + "\n")
+
+
+# The suite's cost (docs/development.md, "What make test costs"): CPU-seconds, reported, never asserted (machines differ
+# in speed). Each process counts its own CPU time and its waited-for children's (interpreters, scenario servers, git);
+# with pytest-xdist each worker sends its count to the controller when it finishes.
+CPU_BUDGET_SECONDS = 2 * 12 * 60  # make test's 12 minutes on CI's two cores
+_SECONDS_PER_FILE = {}
+_WORKER_CPU_SECONDS = []
+
+
+def _cpu_seconds(*whos):
+    import resource
+
+    usages = [resource.getrusage(getattr(resource, who)) for who in whos]
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _WORKER_CPU_SECONDS.append(getattr(node, "workeroutput", {}).get("cpu_seconds", 0.0))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if hasattr(config, "workerinput"):
+        return
+    if _WORKER_CPU_SECONDS:
+        # The workers counted their children; the controller ran no test.
+        total = _cpu_seconds("RUSAGE_SELF") + sum(_WORKER_CPU_SECONDS)
+    else:
+        total = _cpu_seconds("RUSAGE_SELF", "RUSAGE_CHILDREN")
+    largest = sorted(_SECONDS_PER_FILE.items(), key=lambda item: -item[1])[:5]
+    terminalreporter.write_line(
+        f"suite cost: {total:.0f} CPU-seconds of a budget of {CPU_BUDGET_SECONDS} (12 minutes on 2 cores); the test "
+        f"files taking longest: {', '.join(f'{name} {seconds:.0f} s' for name, seconds in largest)}",
+        yellow=total > CPU_BUDGET_SECONDS,
+    )
+    if total > CPU_BUDGET_SECONDS:
+        terminalreporter.write_line(f"warning: the suite is over its CPU budget by {total - CPU_BUDGET_SECONDS:.0f} s")
