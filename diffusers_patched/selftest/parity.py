@@ -170,63 +170,85 @@ def _cell(run):
     }
 
 
+def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, save_kwargs=None):
+    """The pipeline flows of FLOWS, each on a fresh `load_pipeline()` (a flow that fails must not decide the next one's
+    result): `run(pipe)` is the output of its quantized component, `loaded` that output once loaded, `lora()` a LoRA for
+    `load_lora_weights` and the output the reference computes with it."""
+
+    def pipeline_round_trip():
+        load_pipeline().save_pretrained(workdir / "pipeline", **(save_kwargs or {}))
+        return [run(reload_pipeline(workdir / "pipeline"))], [loaded]
+
+    def to_and_from_pipe():
+        pipe = load_pipeline()
+        pipe.to("cpu")
+        return [run(type(pipe).from_pipe(pipe))], [loaded]
+
+    def model_cpu_offload():
+        pipe = load_pipeline()
+        pipe.enable_model_cpu_offload(device="cpu")
+        return [run(pipe)], [loaded]
+
+    def with_lora():
+        lora_state_dict, expected = lora()
+        pipe = load_pipeline()
+        pipe.load_lora_weights(dict(lora_state_dict))
+        output = run(pipe)
+        pipe.unload_lora_weights()
+        return [output, run(pipe)], [expected, loaded]
+
+    flows = {
+        "pipeline round trip": pipeline_round_trip,
+        "to and from_pipe": to_and_from_pipe,
+        "model cpu offload": model_cpu_offload,
+        "lora": with_lora,
+    }
+    return {flow: _cell(run_flow) for flow, run_flow in flows.items()}
+
+
+def _loaded(load, output):
+    """(what `load()` returned, its output, the "missing keys" warnings it logged): every checkpoint here is complete,
+    so a load that says it lacks keys (and with `strict=True` refuses it) is wrong."""
+    with diffusers_log_messages(logging.WARNING, "were not") as reported_missing:
+        loaded = load()
+    return loaded, output(loaded), reported_missing
+
+
 def _flows(workdir, family, load, save_kwargs=None):
-    """Every flow of FLOWS on the model `load()` returns (a fresh one per flow: a flow that fails must not decide the
-    next one's result)."""
+    """Every flow of FLOWS on the transformer `load()` returns, in its pipeline for the pipeline flows."""
     import torch
     from diffusers import DiffusionPipeline
 
     inputs = family.inputs()
-    save_kwargs = save_kwargs or {}
-    cells = {}
-    # Every checkpoint here is complete: a load that says it lacks keys (and with `strict=True` refuses it) is wrong.
-    with diffusers_log_messages(logging.WARNING, "were not") as reported_missing:
-        quantized = load()
-    loaded = _output(quantized, inputs)
+    quantized, loaded, reported_missing = _loaded(load, lambda model: _output(model, inputs))
     reference = _effective_weights_reference(family, quantized)
-    cells["load"] = {**_cell(lambda: ([loaded], [_output(reference, inputs)])), "reported_missing": reported_missing}
+    cells = {"load": {**_cell(lambda: ([loaded], [_output(reference, inputs)])), "reported_missing": reported_missing}}
 
     def model_round_trip():
         model = load()
-        model.save_pretrained(workdir / "model", **save_kwargs)
+        model.save_pretrained(workdir / "model", **(save_kwargs or {}))
         reloaded = type(model).from_pretrained(workdir / "model", torch_dtype=torch.float32)
         return [_output(reloaded, inputs)], [loaded]
-
-    def pipeline_round_trip():
-        family.pipeline(load()).save_pretrained(workdir / "pipeline", **save_kwargs)
-        pipe = DiffusionPipeline.from_pretrained(
-            workdir / "pipeline", torch_dtype=torch.float32, **family.unused_components()
-        )
-        return [_output(pipe.transformer, inputs)], [loaded]
-
-    def to_and_from_pipe():
-        pipe = family.pipeline(load())
-        pipe.to("cpu")
-        return [_output(type(pipe).from_pipe(pipe).transformer, inputs)], [loaded]
-
-    def model_cpu_offload():
-        pipe = family.pipeline(load())
-        pipe.enable_model_cpu_offload(device="cpu")
-        return [_output(pipe.transformer, inputs)], [loaded]
 
     def lora():
         lora_state_dict = _lora(family)
         reference.load_lora_adapter(dict(lora_state_dict), prefix="transformer")
-        expected = _output(reference, inputs)
-        pipe = family.pipeline(load())
-        pipe.load_lora_weights(dict(lora_state_dict))
-        with_lora = _output(pipe.transformer, inputs)
-        pipe.unload_lora_weights()
-        return [with_lora, _output(pipe.transformer, inputs)], [expected, loaded]
+        return lora_state_dict, _output(reference, inputs)
 
-    for flow, run in [
-        ("model round trip", model_round_trip),
-        ("pipeline round trip", pipeline_round_trip),
-        ("to and from_pipe", to_and_from_pipe),
-        ("model cpu offload", model_cpu_offload),
-        ("lora", lora),
-    ]:
-        cells[flow] = _cell(run)
+    cells["model round trip"] = _cell(model_round_trip)
+    cells.update(
+        _pipeline_flows(
+            workdir,
+            lambda: family.pipeline(load()),
+            lambda path: DiffusionPipeline.from_pretrained(
+                path, torch_dtype=torch.float32, **family.unused_components()
+            ),
+            lambda pipe: _output(pipe.transformer, inputs),
+            loaded,
+            lora,
+            save_kwargs,
+        )
+    )
     return {"cells": cells}
 
 
@@ -337,44 +359,27 @@ def bitsandbytes_nf4_text_encoder(workdir):
         return CLIPTextModel.from_pretrained(path / "text_encoder", quantization_config=config)
 
     reference = _text_encoder_output(load_reference())
-    with diffusers_log_messages(logging.WARNING, "were not") as reported_missing:
-        loaded = _text_encoder_output(load().text_encoder)
+    _, loaded, reported_missing = _loaded(load, lambda pipe: _text_encoder_output(pipe.text_encoder))
     cells = {"load": {**_cell(lambda: ([loaded], [reference])), "reported_missing": reported_missing}}
 
-    def pipeline_round_trip():
-        load().save_pretrained(workdir / "saved")
-        return [_text_encoder_output(load_tiny_sd_pipeline(workdir / "saved").text_encoder)], [loaded]
-
-    def to_and_from_pipe():
-        pipe = load()
-        pipe.to("cpu")
-        return [_text_encoder_output(type(pipe).from_pipe(pipe).text_encoder)], [loaded]
-
-    def model_cpu_offload():
-        pipe = load()
-        pipe.enable_model_cpu_offload(device="cpu")
-        return [_text_encoder_output(pipe.text_encoder)], [loaded]
-
     def lora():
-        pipe = load()
-        lora_state_dict = _text_encoder_lora(pipe.text_encoder)
         peft_model = load_reference()
+        lora_state_dict = _text_encoder_lora(peft_model)
         targets = sorted({key.split(".", 1)[1].rsplit(".lora_", 1)[0] for key in lora_state_dict})
         inject_adapter_in_model(LoraConfig(r=4, lora_alpha=4, target_modules=targets), peft_model)
         set_peft_model_state_dict(peft_model, {key.split(".", 1)[1]: value for key, value in lora_state_dict.items()})
-        expected = _text_encoder_output(peft_model)
-        pipe.load_lora_weights(dict(lora_state_dict))
-        with_lora = _text_encoder_output(pipe.text_encoder)
-        pipe.unload_lora_weights()
-        return [with_lora, _text_encoder_output(pipe.text_encoder)], [expected, loaded]
+        return lora_state_dict, _text_encoder_output(peft_model)
 
-    for flow, run in [
-        ("pipeline round trip", pipeline_round_trip),
-        ("to and from_pipe", to_and_from_pipe),
-        ("model cpu offload", model_cpu_offload),
-        ("lora", lora),
-    ]:
-        cells[flow] = _cell(run)
+    cells.update(
+        _pipeline_flows(
+            workdir,
+            load,
+            load_tiny_sd_pipeline,
+            lambda pipe: _text_encoder_output(pipe.text_encoder),
+            loaded,
+            lora,
+        )
+    )
     return {"cells": cells}
 
 
