@@ -81,10 +81,6 @@ def _judge(result):
     return RIGHT, f"{len(verdicts)} flows, worst max abs diff to the reference {worst:.2g} (tolerance 1e-05)"
 
 
-def _text(result):
-    return ", ".join(f"{flow} {cell_verdict(cell)[0]}" for flow, cell in result["cells"].items())
-
-
 def _output(model, inputs):
     import torch
 
@@ -272,7 +268,7 @@ def _parity(name, summary):
         name,
         patch=None,
         summary=summary,
-        text="{cells}",
+        text="each flow judged on its own: cell_verdicts",
         judge=_judge,
         registry=PARITY,
     )
