@@ -1,8 +1,10 @@
-"""The maintainer tooling of tools/series.py, driven with real git on copies of the project.
+"""The maintainer tooling of tools/series.py, driven with real git on copies of the project and on small projects.
 
-Every test works on a copy of `patches/` and `diffusers_patched/_vendor/` in a temporary project root, and on a
-session-wide temporary cache (DIFFUSERS_PATCHED_CACHE) that holds the real pristine sdist plus synthetic upstream
-releases built from it, so the real checkout and the user's cache are never written to.
+The tests of the committed series work on a copy of `patches/` and `diffusers_patched/_vendor/` in a temporary project
+root, with the real pristine sdists; the tests of the mechanism (edit, refresh, rebase, backports, messages) on small
+projects whose upstream releases are the real sdist cut down to the few files their patches touch, where a replay
+costs milliseconds instead of a checkout of diffusers. Both use session-wide temporary caches
+(DIFFUSERS_PATCHED_CACHE), so the real checkout and the user's cache are never written to.
 """
 
 import hashlib
@@ -24,6 +26,7 @@ from tools import ToolError, patches, replays, series, upstream, vendoring
 from tools.git import git
 from tools.releases import (
     UPSTREAM_FIX,
+    add_release,
     backport_users,
     edit_release,
     refresh_release,
@@ -58,6 +61,11 @@ VENDORED_FILE = "diffusers/pipelines/pipeline_loading_utils.py"
 IMPORT_LINE = "from .. import __version__\n"
 INSERTED_ABOVE = "#\n# Synthetic upstream change: these comment lines were inserted above the patched region.\n#\n"
 CONFLICTING_IMPORT = "from .. import __version__  # synthetic upstream change on the patched lines\n"
+NOTE_FILE = "src/diffusers/utils/doc_utils.py"
+CONSTANTS_FILE = "src/diffusers/utils/constants.py"
+# What the small projects' upstream keeps of the real sdist: the files their patches touch, upstream's ruff
+# configuration and its license (vendored with the patched files).
+SMALL_MEMBERS = (PATCHED_FILE, NOTE_FILE, CONSTANTS_FILE, "pyproject.toml", "LICENSE")
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Maintainer",
     "GIT_AUTHOR_EMAIL": "maintainer@example.com",
@@ -95,14 +103,17 @@ def pristine_member(sdist, path):
         return tar.extractfile(f"{tar.getnames()[0].split('/')[0]}/{path}").read()
 
 
-def make_release(source_sdist, dest_dir, version, changes):
-    """Write `diffusers-<version>.tar.gz`: `source_sdist` re-rooted at `diffusers-<version>/`, with `changes`."""
+def make_release(source_sdist, dest_dir, version, changes, keep=None):
+    """Write `diffusers-<version>.tar.gz`: `source_sdist` re-rooted at `diffusers-<version>/`, with `changes`; with
+    `keep`, only those of its files."""
     changes = dict(changes)
     dest = Path(dest_dir) / f"diffusers-{version}.tar.gz"
     with tarfile.open(source_sdist) as source, tarfile.open(dest, "w:gz", compresslevel=1) as out:
         for member in source.getmembers():
-            data = source.extractfile(member).read() if member.isfile() else None
             relative = member.name.split("/", 1)[1] if "/" in member.name else ""
+            if keep is not None and relative not in keep:
+                continue
+            data = source.extractfile(member).read() if member.isfile() else None
             member.name = f"diffusers-{version}/{relative}".rstrip("/")
             if relative in changes:
                 data = changes.pop(relative)
@@ -118,38 +129,12 @@ def make_release(source_sdist, dest_dir, version, changes):
 
 @pytest.fixture(scope="session")
 def releases(tmp_path_factory):
-    """A cache with the real pristine sdist and synthetic upstream releases 0.42.2 (lines inserted above the
-    patched region), 0.42.3 (the patched lines changed) and 0.42.4 (the first patch already applied)."""
+    """A cache with the real sdists of every supported release, for the tests of the committed series."""
     real_sdist = upstream.fetch_sdist(BASE["version"], BASE["sdist_sha256"])  # the user's cache, read only
     cache = tmp_path_factory.mktemp("cache")
     sdists = cache / "sdists"
     sdists.mkdir()
     shutil.copyfile(real_sdist, sdists / real_sdist.name)
-    pristine = pristine_member(real_sdist, PATCHED_FILE).decode()
-    assert pristine.count(IMPORT_LINE) == 1
-    header_end = pristine.index("\nimport importlib\n") + 1
-    make_release(
-        real_sdist,
-        sdists,
-        "0.42.2",
-        {PATCHED_FILE: (pristine[:header_end] + INSERTED_ABOVE + pristine[header_end:]).encode()},
-    )
-    make_release(
-        real_sdist, sdists, "0.42.3", {PATCHED_FILE: pristine.replace(IMPORT_LINE, CONFLICTING_IMPORT).encode()}
-    )
-    # 0.42.4: the first patch applied to the release's own source with git apply.
-    applied = tmp_path_factory.mktemp("applied")
-    (applied / PATCHED_FILE).parent.mkdir(parents=True)
-    (applied / PATCHED_FILE).write_text(pristine)
-    run_git(applied, "init", "--quiet")
-    run_git(applied, "apply", str(REPO_ROOT / "patches" / FIRST_PATCH))
-    patched = {
-        str(path.relative_to(applied)): path.read_bytes()
-        for path in applied.rglob("*")
-        if path.is_file() and ".git" not in path.relative_to(applied).parts
-    }
-    assert len(patched) == 3  # the changed module, its test file and the tiny components the tests share
-    make_release(real_sdist, sdists, "0.42.4", patched)
     # The real sdists of the other supported releases, which `check` replays the series onto.
     for version in OLDER:
         sdist = upstream.fetch_sdist(version, RELEASES["releases"][version]["sdist_sha256"])
@@ -163,22 +148,74 @@ def cache(releases, monkeypatch):
     return releases["cache"]
 
 
+# The small projects' releases: SMALL_BASE (the base version, SMALL_MEMBERS of its sdist) and, made from it, newer
+# ones to rebase onto and older ones to replay onto.
+INSERTED_ABOVE_RELEASES = ("0.42.2", "0.40.2")  # lines inserted above the first patch's region
+CONFLICTING_RELEASES = ("0.42.3", "0.40.1")  # the lines it changes changed
+APPLIED_RELEASE = "0.42.4"  # the first patch already applied
+LACKING_RELEASE = "0.40.3"  # without the file it changes
+
+
+@pytest.fixture(scope="session")
+def small_releases(tmp_path_factory, releases):
+    """A cache of the small releases; {"cache": its directory, "sha256": the small base's sdist's}."""
+    cache = tmp_path_factory.mktemp("small-cache")
+    sdists = cache / "sdists"
+    sdists.mkdir()
+    base = make_release(releases["sdist"], sdists, BASE["version"], {}, keep=SMALL_MEMBERS)
+    pristine = pristine_member(base, PATCHED_FILE).decode()
+    assert pristine.count(IMPORT_LINE) == 1
+    header_end = pristine.index("\nimport importlib\n") + 1
+    inserted_above = pristine[:header_end] + INSERTED_ABOVE + pristine[header_end:]
+    for version in INSERTED_ABOVE_RELEASES:
+        make_release(base, sdists, version, {PATCHED_FILE: inserted_above.encode()})
+    for version in CONFLICTING_RELEASES:
+        make_release(base, sdists, version, {PATCHED_FILE: pristine.replace(IMPORT_LINE, CONFLICTING_IMPORT).encode()})
+    make_release(base, sdists, LACKING_RELEASE, {}, keep=set(SMALL_MEMBERS) - {PATCHED_FILE})
+    # The first patch applied to the release's own source with git apply.
+    applied = tmp_path_factory.mktemp("applied")
+    (applied / PATCHED_FILE).parent.mkdir(parents=True)
+    (applied / PATCHED_FILE).write_text(pristine)
+    run_git(applied, "init", "--quiet")
+    run_git(applied, "apply", str(REPO_ROOT / "patches" / FIRST_PATCH))
+    patched = {
+        str(path.relative_to(applied)): path.read_bytes()
+        for path in applied.rglob("*")
+        if path.is_file() and ".git" not in path.relative_to(applied).parts
+    }
+    assert len(patched) == 3  # the changed module, its test file and the tiny components the tests share
+    make_release(base, sdists, APPLIED_RELEASE, patched)
+    return {"cache": cache, "sha256": upstream.sha256_of(base)}
+
+
+@pytest.fixture
+def small_cache(cache, small_releases, monkeypatch):
+    """The small releases' cache, in place of the real one."""
+    monkeypatch.setenv("DIFFUSERS_PATCHED_CACHE", str(small_releases["cache"]))
+    return small_releases["cache"]
+
+
+def small_project(root, small_releases, names=(), files=None):
+    """A project on the small base release whose series is `names`, patches of the real series touching `files`."""
+    (root / "patches").mkdir(parents=True)
+    for name in names:
+        shutil.copyfile(REPO_ROOT / "patches" / name, root / "patches" / name)
+    project = patches.Project(root)
+    project.write_series(list(names))
+    files = {path: BASE["files"][path] for path in files or ()}
+    project.write_base({**BASE, "sdist_sha256": small_releases["sha256"], "files": files})
+    vendoring.vendor(project)
+    return project
+
+
 def test_a_copied_project_is_the_project(project):
     assert snapshot(project.root) == snapshot(REPO_ROOT)
 
 
 @pytest.fixture
-def first_patch_project(tmp_path, releases):
-    """A project whose series is the first patch alone: the synthetic releases are built around its hunks, so the
-    rebase tests do not depend on which other patches the series carries."""
-    root = tmp_path / "first-patch-project"
-    (root / "patches").mkdir(parents=True)
-    shutil.copyfile(REPO_ROOT / "patches" / FIRST_PATCH, root / "patches" / FIRST_PATCH)
-    project = patches.Project(root)
-    project.write_series([FIRST_PATCH])
-    project.write_base({**BASE, "files": {PATCHED_FILE: BASE["files"][PATCHED_FILE]}})
-    vendoring.vendor(project)
-    return project
+def first_patch_project(tmp_path, small_cache, small_releases):
+    """A small project whose series is the first patch alone: the small releases are built around its hunks."""
+    return small_project(tmp_path / "first-patch-project", small_releases, [FIRST_PATCH], [PATCHED_FILE])
 
 
 def series_error(function, *args):
@@ -323,15 +360,17 @@ def test_patch_needing_an_offset_names_patch_file_and_hunk(project):
     assert "make edit" in message and "make refresh" in message
 
 
-def test_patch_needing_an_offset_is_rewritten_by_edit_and_refresh(project):
+def test_patch_needing_an_offset_is_rewritten_by_edit_and_refresh(first_patch_project):
+    project = first_patch_project
+    before = snapshot(project.root)
     shift_hunk(project, 3, 5)
     assert "offset of -5 lines" in series_error(series.check, project)
-    assert series.edit(project) == SERIES  # the remedy the message names must work
+    assert series.edit(project) == [FIRST_PATCH]  # the remedy the message names must work
     # The replay cache holds the commit edit made with a 3-way merge; it does not stand in for an exact application.
     assert "offset of -5 lines" in series_error(series.check, project)
-    assert series.refresh(project) == SERIES
-    assert snapshot(project.root) == snapshot(REPO_ROOT)
-    assert series.check(project) == SERIES
+    assert series.refresh(project) == [FIRST_PATCH]
+    assert snapshot(project.root) == before
+    assert series.check(project) == [FIRST_PATCH]
 
 
 def test_patch_with_wrong_context_names_patch_file_and_hunk(project):
@@ -382,7 +421,8 @@ def test_cli_check_fails_with_exit_code_and_message_on_hand_edited_vendored_file
     assert "Traceback" not in result.stderr
 
 
-def test_hand_edited_patch_file_is_reported_by_the_reexport(project):
+def test_hand_edited_patch_file_is_reported_by_the_reexport(first_patch_project):
+    project = first_patch_project
     rewrite_patch(project, FIRST_PATCH, lambda text: text.replace("Forwarded: no\n", "Forwarded: no\n\n\n", 1))
     message = series_error(series.check, project)
     assert f"{FIRST_PATCH}: a re-export differs from the committed file" in message
@@ -406,7 +446,7 @@ def test_rebase_to_a_version_that_does_not_exist(project, tmp_path, monkeypatch)
 # Rebase onto synthetic upstream releases.
 
 
-def test_rebase_onto_release_with_lines_inserted_above_the_patch(first_patch_project, cache):
+def test_rebase_onto_release_with_lines_inserted_above_the_patch(first_patch_project, small_cache):
     project = first_patch_project
     old = (project.vendor_dir / VENDORED_FILE).read_text()
     names, dropped, releases = series.rebase(project, "0.42.2")
@@ -414,7 +454,7 @@ def test_rebase_onto_release_with_lines_inserted_above_the_patch(first_patch_pro
     # The release the primary leaves stays supported: the series replays onto it.
     assert releases == {BASE["version"]: []}
     assert project.supported_releases() == ["0.42.2", BASE["version"]]
-    sdist = cache / "sdists" / "diffusers-0.42.2.tar.gz"
+    sdist = small_cache / "sdists" / "diffusers-0.42.2.tar.gz"
     new_pristine = pristine_member(sdist, PATCHED_FILE)
     base = project.read_base()
     assert base == {
@@ -506,47 +546,51 @@ def commit_change(repo, path, text, message):
     run_git(repo, "commit", "--quiet", "-am", message)
 
 
-def move_last_commit_before_local_only_patches(repo):
-    """What a maintainer does with `git rebase -i pristine`: local-only patches stay at the end of the series."""
+def move_last_commit_before_local_only_patches(repo, local_only):
+    """What a maintainer does with `git rebase -i pristine`: the `local_only` patches stay at the end of the series."""
     new_commit = run_git(repo, "rev-parse", "HEAD").strip()
-    local_commits = run_git(repo, "rev-list", "--reverse", f"HEAD~{len(LOCAL_ONLY_PATCHES) + 1}..HEAD~1").split()
-    run_git(repo, "reset", "--quiet", "--hard", f"HEAD~{len(LOCAL_ONLY_PATCHES) + 1}")
+    local_commits = run_git(repo, "rev-list", "--reverse", f"HEAD~{local_only + 1}..HEAD~1").split()
+    run_git(repo, "reset", "--quiet", "--hard", f"HEAD~{local_only + 1}")
     for commit in [new_commit, *local_commits]:
         run_git(repo, "cherry-pick", "--quiet", commit)
 
 
-def test_refresh_adds_a_new_commit_as_a_new_patch(project):
-    assert series.edit(project) == SERIES
+def test_refresh_adds_a_new_commit_as_a_new_patch(backported_project):
+    project = backported_project
+    first, local_only = project.read_series()
+    before = {name: (project.patches_dir / name).read_bytes() for name in (first, local_only)}
+    assert series.edit(project) == [first, local_only]
     repo = project.work_dir
     commit_change(
         repo,
-        "src/diffusers/utils/doc_utils.py",
+        NOTE_FILE,
         "\n\n# A small synthetic change.\n",
         message("Add a synthetic note to doc_utils", *GOOD_TRAILERS),
     )
-    move_last_commit_before_local_only_patches(repo)
+    move_last_commit_before_local_only_patches(repo, 1)
     names = series.refresh(project)
     new_patch = "add-a-synthetic-note-to-doc-utils.patch"
-    assert names == SERIES[: len(SERIES) - len(LOCAL_ONLY_PATCHES)] + [new_patch] + LOCAL_ONLY_PATCHES
+    assert names == [first, new_patch, local_only]
     assert project.read_series() == names
-    for name in SERIES:  # the existing patches keep their names and bytes
-        assert (project.patches_dir / name).read_bytes() == (REPO_ROOT / "patches" / name).read_bytes()
+    for name, content in before.items():  # the existing patches keep their names and bytes
+        assert (project.patches_dir / name).read_bytes() == content
     assert "Subject: Add a synthetic note to doc_utils" in (project.patches_dir / new_patch).read_text()
     vendored = project.vendor_dir / "diffusers" / "utils" / "doc_utils.py"
-    assert vendored.read_bytes() == (repo / "src/diffusers/utils/doc_utils.py").read_bytes()
+    assert vendored.read_bytes() == (repo / NOTE_FILE).read_bytes()
     assert "'diffusers.utils.doc_utils'" in (project.vendor_dir / "__init__.py").read_text()
-    assert "src/diffusers/utils/doc_utils.py" in project.read_base()["files"]
+    assert NOTE_FILE in project.read_base()["files"]
     # The new patch touches a new file: every other release's record follows it.
     assert "make refresh-releases" in series_error(series.check, project)
-    assert refresh_releases(project) == {version: [] for version in OLDER}
-    for version in OLDER:
-        assert "src/diffusers/utils/doc_utils.py" in project.release_record(version)["files"]
+    older = project.supported_releases()[1:]
+    assert refresh_releases(project) == {version: [] for version in older}
+    for version in older:
+        assert NOTE_FILE in project.release_record(version)["files"]
     assert series.check(project) == names
 
 
 def test_refresh_refuses_uncommitted_changes(project):
     series.edit(project)
-    with (project.work_dir / "src/diffusers/utils/doc_utils.py").open("a") as f:
+    with (project.work_dir / NOTE_FILE).open("a") as f:
         f.write("# not committed\n")
     before = snapshot(project.root)
     message = series_error(series.refresh, project)
@@ -569,17 +613,15 @@ def test_refresh_without_edit(project):
     assert "does not exist" in message and "make edit" in message
 
 
-def test_check_rejects_a_change_that_fails_upstream_ruff(project):
-    series.edit(project)
-    commit_change(project.work_dir, "src/diffusers/utils/doc_utils.py", "import os\n", "Add an unused import")
-    series.refresh(project)
-    message = series_error(series.check, project)
-    assert "ruff check (upstream's config) fails" in message and "F401" in message
+def test_check_rejects_a_change_that_fails_upstream_ruff(empty_project):
+    project = empty_project
+    add_patch(project, message("Add an unused import", *GOOD_TRAILERS), text="import os\n")
+    error = series_error(series.check, project)
+    assert "ruff check (upstream's config) fails" in error and "F401" in error
 
 
 # Patch file names: carried by a Patch-Filename trailer through build/series, never written into patch files.
 
-NOTE_FILE = "src/diffusers/utils/doc_utils.py"
 BODY = "A synthetic change: the tests need a patch whose message passes the metadata lint."
 
 
@@ -591,15 +633,9 @@ GOOD_TRAILERS = ("Bug: https://github.com/huggingface/diffusers/issues/1", "Forw
 
 
 @pytest.fixture
-def empty_project(tmp_path):
-    """A project on the real base release with an empty series, for synthetic patches."""
-    root = tmp_path / "empty-project"
-    (root / "patches").mkdir(parents=True)
-    project = patches.Project(root)
-    project.write_series([])
-    project.write_base({**BASE, "files": {}})
-    vendoring.vendor(project)
-    return project
+def empty_project(tmp_path, small_cache, small_releases):
+    """A small project with an empty series, for synthetic patches."""
+    return small_project(tmp_path / "empty-project", small_releases)
 
 
 def add_patch(project, commit_message, text="\n\n# A synthetic note.\n", path=NOTE_FILE):
@@ -664,7 +700,7 @@ def test_a_patch_inserted_mid_series_renames_no_other_patch(empty_project):
     repo = project.work_dir
     second = run_git(repo, "rev-parse", "HEAD").strip()
     run_git(repo, "reset", "--quiet", "--hard", "HEAD~1")
-    commit_change(repo, "src/diffusers/utils/constants.py", "\n\n# Inserted.\n", message("Add a note", *GOOD_TRAILERS))
+    commit_change(repo, CONSTANTS_FILE, "\n\n# Inserted.\n", message("Add a note", *GOOD_TRAILERS))
     run_git(repo, "cherry-pick", second)
     names = series.refresh(project)
     assert names == [first_two[0], "add-a-note.patch", first_two[1]]
@@ -772,7 +808,7 @@ LOCAL_ONLY = message("Keep a local policy note", "Origin: diffusers-patched", "F
 def test_export_leaves_out_local_only_patches_and_says_why(empty_project, tmp_path):
     project = empty_project
     add_patch(project, message("Add a synthetic note", *GOOD_TRAILERS))
-    names = add_patch(project, LOCAL_ONLY, text="\n\n# Local policy.\n", path="src/diffusers/utils/constants.py")
+    names = add_patch(project, LOCAL_ONLY, text="\n\n# Local policy.\n", path=CONSTANTS_FILE)
     out = tmp_path / "out"
     paths, left_out = series.export_patches(project, out)
     assert [path.name for path in paths] == names[:1]
@@ -796,7 +832,7 @@ def test_export_leaves_out_local_only_patches_and_says_why(empty_project, tmp_pa
 
 def test_check_refuses_a_local_only_patch_before_an_upstream_one(empty_project):
     project = empty_project
-    add_patch(project, LOCAL_ONLY, text="\n\n# Local policy.\n", path="src/diffusers/utils/constants.py")
+    add_patch(project, LOCAL_ONLY, text="\n\n# Local policy.\n", path=CONSTANTS_FILE)
     names = add_patch(project, message("Add a synthetic note", *GOOD_TRAILERS))
     error = series_error(series.check, project)
     assert f"{names[1]} follows the local-only (`Forwarded: not-needed`) patch {names[0]}" in error
@@ -884,111 +920,122 @@ def test_sdist_extraction_refuses_members_outside_the_tree(tmp_path, monkeypatch
 # Older releases: the series replayed with git onto each, backports where it conflicts.
 
 
-def _backports_whose_release_has(every_file):
-    """(release, backport name) of the stored backports, those of patches whose source files are all in the release
-    (`every_file`: a content conflict without the backport) or those of patches changing a file it lacks (not)."""
-    for version in OLDER:
-        release_files = RELEASES["releases"][version]["files"]
-        for backport in sorted((REPO_ROOT / "patches" / "backports" / version).glob("*.patch")):
-            changed = re.findall(
-                r"^diff --git a/(src/\S+) ", (REPO_ROOT / "patches" / backport.name).read_text(), re.M
-            )
-            if all(path in release_files for path in changed) == every_file:
-                yield version, backport.name
+# Older releases, on a small project: the series replayed with git onto each, backports where it conflicts.
+
+SMALL_BACKPORTED, SMALL_REPLAYING = CONFLICTING_RELEASES[1], INSERTED_ABOVE_RELEASES[1]
 
 
-BACKPORTED_RELEASE, BACKPORT = next(_backports_whose_release_has(every_file=True))
-REPLAYING_RELEASE = next(version for version in OLDER if not (REPO_ROOT / "patches" / "backports" / version).is_dir())
+def resolve_first_patch_conflict(project, repo):
+    """What the maintainer writes where the lines the first patch changes changed upstream: upstream's line, with the
+    patch's change."""
+    resolved = (project.vendor_dir / VENDORED_FILE).read_text().replace(IMPORT_LINE, CONFLICTING_IMPORT)
+    (repo / PATCHED_FILE).write_text(resolved)
+    run_git(repo, "add", PATCHED_FILE)
 
 
-def test_release_without_its_backport_names_patch_file_hunk_and_command_and_edit_refresh_writes_it(project):
-    backport = project.backport_path(BACKPORTED_RELEASE, BACKPORT)
-    backport.unlink()
+@pytest.fixture(scope="session")
+def backported_template(tmp_path_factory, small_releases):
+    """A small project whose series is the first patch and a local-only patch, supporting SMALL_REPLAYING (the series
+    replays with git) and SMALL_BACKPORTED (the first patch through its backport), made with the tooling."""
+    root = tmp_path_factory.mktemp("backported") / "project"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("DIFFUSERS_PATCHED_CACHE", str(small_releases["cache"]))
+        project = small_project(root, small_releases, [FIRST_PATCH], [PATCHED_FILE])
+        add_patch(project, LOCAL_ONLY, text="\n\n# Local policy.\n", path=CONSTANTS_FILE)
+        for version in (SMALL_REPLAYING, SMALL_BACKPORTED):
+            add_release(project, version)
+        series_error(edit_release, project, SMALL_BACKPORTED)
+        resolve_first_patch_conflict(project, project.release_work_dir(SMALL_BACKPORTED))
+        assert refresh_release(project, SMALL_BACKPORTED)[1] == [FIRST_PATCH]
+        assert refresh_releases(project) == {SMALL_BACKPORTED: [], SMALL_REPLAYING: []}
+        series.check(project)
+    shutil.rmtree(project.root / "build")
+    return root
+
+
+@pytest.fixture
+def backported_project(backported_template, small_cache, tmp_path):
+    shutil.copytree(backported_template, tmp_path / "backported-project")
+    return patches.Project(tmp_path / "backported-project")
+
+
+def test_release_without_its_backport_names_patch_file_hunk_and_command_and_edit_refresh_writes_it(backported_project):
+    project = backported_project
+    before = snapshot(project.root)
+    project.backport_path(SMALL_BACKPORTED, FIRST_PATCH).unlink()
     message = series_error(series.check, project)
-    assert f"patches/{BACKPORT} does not replay onto diffusers {BACKPORTED_RELEASE}:" in message
+    assert f"patches/{FIRST_PATCH} does not replay onto diffusers {SMALL_BACKPORTED}:" in message
     hunk = re.search(r"  (src/\S+): conflict at line \d+, hunk #(\d+) \((@@ [^)]*)\)", message)
     assert hunk, message
-    assert hunk.group(3) in (REPO_ROOT / "patches" / BACKPORT).read_text()
+    assert hunk.group(1) == PATCHED_FILE and hunk.group(3) in (project.patches_dir / FIRST_PATCH).read_text()
     assert (
-        f"`make edit RELEASE={BACKPORTED_RELEASE}`" in message
-        and f"`make refresh RELEASE={BACKPORTED_RELEASE}`" in message
+        f"`make edit RELEASE={SMALL_BACKPORTED}`" in message
+        and f"`make refresh RELEASE={SMALL_BACKPORTED}`" in message
     )
     # The remedy: edit stops at the conflict, the maintainer resolves it, refresh writes the backport.
-    message = series_error(edit_release, project, BACKPORTED_RELEASE)
-    assert f"make refresh RELEASE={BACKPORTED_RELEASE}" in message
-    repo = project.release_work_dir(BACKPORTED_RELEASE)
-    resolved = _committed_backport_files(REPO_ROOT, BACKPORTED_RELEASE, BACKPORT, project)
-    for path, content in resolved.items():
-        (repo / path).write_bytes(content)
-    run_git(repo, "add", *resolved)
-    names, backported = refresh_release(project, BACKPORTED_RELEASE)
-    assert BACKPORT in backported and names == SERIES
-    assert snapshot(project.root) == snapshot(REPO_ROOT)
+    message = series_error(edit_release, project, SMALL_BACKPORTED)
+    assert f"make refresh RELEASE={SMALL_BACKPORTED}" in message
+    resolve_first_patch_conflict(project, project.release_work_dir(SMALL_BACKPORTED))
+    names, backported = refresh_release(project, SMALL_BACKPORTED)
+    assert backported == [FIRST_PATCH] and names == project.read_series()
+    assert snapshot(project.root) == before
 
 
-def test_release_lacking_a_file_the_patch_changes_names_the_file(project):
-    version, name = next(_backports_whose_release_has(every_file=False))
-    project.backport_path(version, name).unlink()
+def test_release_lacking_a_file_the_patch_changes_names_the_file(first_patch_project):
+    project = first_patch_project
+    add_release(project, LACKING_RELEASE)
     message = series_error(series.check, project)
-    assert f"patches/{name} does not replay onto diffusers {version}:" in message
-    missing = re.search(r"  (src/\S+): the patch changes this file, which this release does not have", message)
-    assert missing and missing.group(1) not in RELEASES["releases"][version]["files"], message
+    assert f"patches/{FIRST_PATCH} does not replay onto diffusers {LACKING_RELEASE}:" in message
+    assert f"  {PATCHED_FILE}: the patch changes this file, which this release does not have" in message
 
 
-def _committed_backport_files(root, version, name, project):
-    """{path: bytes} of the files patch `name` touches, as the committed backport leaves them (before later patches)."""
-    committed = patches.Project(root)
-    scratch = project.root.parent / "committed-replay"
-    patches.scratch_checkout(committed, scratch / "primary")
-    release_checkout(committed, scratch / "primary", scratch / version, version)
-    repo = scratch / version
-    commit = next(commit for commit in patches.series_commits(repo) if patches.commit_name(repo, commit) == name)
-    paths = run_git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", commit).split()
-    return {path: git(repo, "show", f"{commit}:{path}", binary=True).stdout for path in paths}
-
-
-def test_backport_that_no_longer_applies_names_it_and_the_command(project):
-    backport = project.backport_path(BACKPORTED_RELEASE, BACKPORT)
+def test_backport_that_no_longer_applies_names_it_and_the_command(backported_project):
+    project = backported_project
+    backport = project.backport_path(SMALL_BACKPORTED, FIRST_PATCH)
     text = backport.read_text()
     # A context line of the first hunk (the diffstat above the diffs is indented too).
     start = text.index("\n@@ ")
     context = next(line for line in text[start:].splitlines() if line.startswith(" ") and line.strip())
     backport.write_text(text[:start] + text[start:].replace(context + "\n", context + "  # changed context\n", 1))
     message = series_error(series.check, project)
-    assert f"patches/backports/{BACKPORTED_RELEASE}/{BACKPORT} no longer applies exactly" in message
-    assert f"make edit RELEASE={BACKPORTED_RELEASE}" in message
+    assert f"patches/backports/{SMALL_BACKPORTED}/{FIRST_PATCH} no longer applies exactly" in message
+    assert f"make edit RELEASE={SMALL_BACKPORTED}" in message
 
 
-def test_unnecessary_backport_is_reported(project, tmp_path):
+def test_unnecessary_backport_is_reported(backported_project, tmp_path):
+    project = backported_project
     patches.scratch_checkout(project, tmp_path / "primary")
-    plan = release_checkout(project, tmp_path / "primary", tmp_path / "release", REPLAYING_RELEASE)
+    plan = release_checkout(project, tmp_path / "primary", tmp_path / "release", SMALL_REPLAYING)
     name = plan[0][0]
-    backport = project.backport_path(REPLAYING_RELEASE, name)
+    backport = project.backport_path(SMALL_REPLAYING, name)
     backport.parent.mkdir(parents=True)
     backport.write_bytes(patches.export_commit(tmp_path / "release", patches.series_commits(tmp_path / "release")[0]))
     message = series_error(series.check, project)
-    assert f"patches/backports/{REPLAYING_RELEASE}/{name} is unnecessary" in message
-    assert f"make refresh RELEASE={REPLAYING_RELEASE}" in message
+    assert f"patches/backports/{SMALL_REPLAYING}/{name} is unnecessary" in message
+    assert f"make refresh RELEASE={SMALL_REPLAYING}" in message
 
 
-def test_release_sdist_with_the_wrong_hash(project):
+def test_release_sdist_with_the_wrong_hash(backported_project):
+    project = backported_project
     releases = project.read_releases()
-    releases["releases"][REPLAYING_RELEASE]["sdist_sha256"] = "0" * 64
+    releases["releases"][SMALL_REPLAYING]["sdist_sha256"] = "0" * 64
     project.write_releases(releases)
     message = series_error(series.check, project)
-    assert f"diffusers-{REPLAYING_RELEASE}.tar.gz has sha256" in message and "0" * 64 in message
+    assert f"diffusers-{SMALL_REPLAYING}.tar.gz has sha256" in message and "0" * 64 in message
     assert "so that it is downloaded again" in message
 
 
-def test_skipped_patch_needs_a_reason_and_is_left_out_of_the_release(project):
+def test_skipped_patch_needs_a_reason_and_is_left_out_of_the_release(backported_project):
+    project = backported_project
+    entries = project.read_series()
     releases = project.read_releases()
-    releases["releases"][REPLAYING_RELEASE]["skipped"] = {SERIES[0]: ""}
+    releases["releases"][SMALL_REPLAYING]["skipped"] = {FIRST_PATCH: ""}
     project.write_releases(releases)
-    record = project.release_record(REPLAYING_RELEASE)
-    message = series_error(release_plan, project, REPLAYING_RELEASE, record, SERIES)
-    assert f"{REPLAYING_RELEASE} skips {SERIES[0]} without a reason" in message
-    record["skipped"] = {SERIES[0]: "upstream's load_sub_model differs on this release"}
-    assert [name for name, _, _ in release_plan(project, REPLAYING_RELEASE, record, SERIES)] == SERIES[1:]
+    record = project.release_record(SMALL_REPLAYING)
+    message = series_error(release_plan, project, SMALL_REPLAYING, record, entries)
+    assert f"{SMALL_REPLAYING} skips {FIRST_PATCH} without a reason" in message
+    record["skipped"] = {FIRST_PATCH: "upstream's load_sub_model differs on this release"}
+    assert [name for name, _, _ in release_plan(project, SMALL_REPLAYING, record, entries)] == entries[1:]
 
 
 @pytest.mark.parametrize("command", ["edit", "refresh", "wheels", "demo"])
@@ -1033,16 +1080,19 @@ def test_the_change_of_a_patch_is_its_changed_lines_not_its_context_or_position(
     assert patches.changed_lines_digest(changed) != patches.changed_lines_digest(patch)
 
 
-def test_backport_written_for_an_earlier_state_of_its_patch_names_the_releases_to_edit(project):
+def test_backport_written_for_an_earlier_state_of_its_patch_names_the_releases_to_edit(backported_project):
+    project = backported_project
     releases = project.read_releases()
-    key = f"{BACKPORTED_RELEASE}/{BACKPORT}"
-    assert releases["backport_of"][key] == patches.changed_lines_digest((project.patches_dir / BACKPORT).read_text())
+    key = f"{SMALL_BACKPORTED}/{FIRST_PATCH}"
+    assert releases["backport_of"][key] == patches.changed_lines_digest(
+        (project.patches_dir / FIRST_PATCH).read_text()
+    )
     # As if the series' patch had changed its lines after the backport was written.
     releases["backport_of"][key] = "0" * 64
     project.write_releases(releases)
     message = series_error(series.check, project)
-    assert f"patches/backports/{key} backports {BACKPORT} as it was" in message
-    for version in backport_users(project, BACKPORTED_RELEASE, BACKPORT):
+    assert f"patches/backports/{key} backports {FIRST_PATCH} as it was" in message
+    for version in backport_users(project, SMALL_BACKPORTED, FIRST_PATCH):
         assert f"`make edit RELEASE={version}` + `make refresh RELEASE={version}`" in message
 
 
@@ -1076,6 +1126,10 @@ def git_am_runs(monkeypatch):
 
     monkeypatch.setattr(subprocess, "run", recording_run)
     return runs
+
+
+# A release of the committed series that applies a backport.
+BACKPORTED_RELEASE = next(version for version in OLDER if (REPO_ROOT / "patches" / "backports" / version).is_dir())
 
 
 def test_a_cached_replay_makes_the_commits_git_makes(project, tmp_path, monkeypatch, git_am_runs):
