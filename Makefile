@@ -86,7 +86,8 @@ export-patches: $(STAMP)
 	$(CLI) export --out $(OUT) $(if $(UPSTREAM_REPO),--upstream-repo $(UPSTREAM_REPO))
 
 # Each upstream PR of patches/prs.json on pristine upstream after its dependencies: git am, upstream's ruff (and with
-# UPSTREAM_REPO its utils/check_copies.py), its tests failing before and passing after, on CPU. Minutes: not in `test`.
+# UPSTREAM_REPO its utils/check_copies.py), its tests failing before and passing after, on CPU, in upstream's idiom and
+# all collected by `pytest -m <upstream's topic markers>`. Minutes: not in `test`.
 verify-prs: $(STAMP)
 	$(CLI) verify-prs $(if $(UPSTREAM_REPO),--upstream-repo $(UPSTREAM_REPO))
 

@@ -5,9 +5,11 @@ make which PR and which PRs a PR needs first (`depends_on`: PR name -> why, "cod
 `check_prs` refuses a grouping that leaves a forwardable patch out, holds one twice, holds a local-only patch, names
 an unknown PR or forms a cycle, or a PR that no longer `git am`s onto the pristine release after its dependencies;
 `export_prs` writes each PR's folder (its patches, numbered, and a `PR.md` in upstream's pull-request template) and
-`prs.json`; `verify_prs` also lints each PR's files and requires its tests to fail before it and pass with it.
+`prs.json`; `verify_prs` also lints each PR's files and requires its tests to fail before it and pass with it, to be
+in upstream's test idiom (`idiom_problems`) and to be collected by a run that selects upstream's topic markers.
 """
 
+import ast
 import json
 import re
 import shutil
@@ -25,11 +27,15 @@ from .upstream import UPSTREAM
 PRS_FILE = "prs.json"
 _PR_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]*")
 _DEPENDENCY_KINDS = ("code:", "textual:")
-# "Who can review?" in upstream's .github/PULL_REQUEST_TEMPLATE.md: the area of each changed source file, first match.
+# "Who can review?" in upstream's .github/PULL_REQUEST_TEMPLATE.md: at most two maintainers, of the PR's topic (the
+# first of these areas that a changed source file is in).
 _REVIEWERS = [
-    (("src/diffusers/loaders/lora", "src/diffusers/loaders/peft.py"), "PEFT: @sayakpaul @BenjaminBossan"),
-    (("src/diffusers/pipelines/", "src/diffusers/models/"), "Pipelines and models: @yiyixuxu @dg845 and @asomoza"),
-    (("src/diffusers/",), "General functionalities: @sayakpaul @yiyixuxu @DN6"),
+    (("src/diffusers/loaders/lora", "src/diffusers/loaders/peft.py"), "LoRA and PEFT: @sayakpaul @BenjaminBossan"),
+    (("src/diffusers/quantizers/",), "Quantization: @sayakpaul @DN6"),
+    (("src/diffusers/loaders/single_file",), "Single-file loading: @DN6"),
+    (("src/diffusers/hooks/",), "Offloading: @DN6 @sayakpaul"),
+    (("src/diffusers/pipelines/", "src/diffusers/models/"), "Pipelines and models: @yiyixuxu @asomoza"),
+    (("src/diffusers/",), "General functionalities: @sayakpaul @DN6"),
 ]
 # The carried tests are about the CPU (tests/gpu has the CUDA checks); the checkout's own `src` is the diffusers
 # under test, so diffusers-patched, if installed, must not serve its modules in its place.
@@ -254,15 +260,19 @@ def render_pr(project, pr, prs, patches, metadata, fixes):
         "whoever opens it)",
         "- [x] Did you read the [contributor guideline](https://huggingface.co/docs/diffusers/main/en/conceptual/"
         "contribution)?",
-        "- [x] Was this discussed/approved via a GitHub issue or the forum? "
-        + (", ".join(f"#{number}" for number in [*fixes, *refs]) or "No issue: the sections above describe it."),
+        (
+            "- [x] Was this discussed/approved via a GitHub issue or the forum? "
+            + ", ".join(f"#{number}" for number in [*fixes, *refs])
+            if fixes or refs
+            else "- [ ] Was this discussed/approved via a GitHub issue or the forum? Not yet: no upstream issue reports "
+            "it; open one with the sections above first."
+        ),
         "- [ ] Did you make sure to update the documentation with your changes?",
         "- [x] Did you write any new necessary tests?",
         "",
         "## Who can review?",
         "",
-        "Anyone in the community is free to review the PR once the tests have passed. The maintainers of the touched "
-        "areas:",
+        "Anyone in the community is free to review the PR once the tests have passed. The maintainers of its topic:",
         "",
         *(f"- {area}" for area in _review_areas(files)),
     ]
@@ -270,14 +280,11 @@ def render_pr(project, pr, prs, patches, metadata, fixes):
 
 
 def _review_areas(files):
-    areas = []
-    for path in files:
-        for prefixes, area in _REVIEWERS:
-            if path.startswith(prefixes):
-                if area not in areas:
-                    areas.append(area)
-                break
-    return areas
+    """The area of the PR's topic, as a one-item list: the first of `_REVIEWERS` that a changed file is in."""
+    for prefixes, area in _REVIEWERS:
+        if any(path.startswith(prefixes) for path in files):
+            return [area]
+    return []
 
 
 def verify_prs(project, upstream_repo=None):
@@ -302,6 +309,13 @@ def verify_pr(project, repo, prs, pr, entries, upstream_repo):
         problems += check_copies(repo, Path(upstream_repo), project.read_base()["version"])
     changed = git(repo, "diff", "--name-only", "dependencies", "HEAD").stdout.split()
     tests = [path for path in changed if _is_test_file(path)]
+    markers = topic_markers((repo / "tests" / "testing_utils.py").read_text())
+    problems += [problem for path in tests for problem in idiom_problems(path, (repo / path).read_text(), markers)]
+    selected, collected = collected_by_markers(repo, tests, markers)
+    if selected < collected:
+        problems.append(
+            f"a run selecting upstream's topic markers (`pytest -m <topic>`) collects {selected} of its {collected} tests"
+        )
     after = run_pr_tests(repo, tests)
     # Its tests as the PR has them, on the code without it.
     git(repo, "restore", "--source=dependencies", "--worktree", "--", "src")
@@ -309,18 +323,30 @@ def verify_pr(project, repo, prs, pr, entries, upstream_repo):
     flips = before.get("failed", 0) + before.get("error", 0) > 0 and after.get("passed", 0) > 0
     flips = flips and after.get("failed", 0) + after.get("error", 0) == 0
     lint = "lint ok" if not problems else "LINT FAILS"
-    line = f"{pr['name']}: {applies} | {lint} | tests {_counts(before)} -> {_counts(after)}"
+    line = f"{pr['name']}: {applies} | {lint} | {selected} of {collected} tests marked | tests {_counts(before)} -> {_counts(after)}"
     if problems:
         line += "\n" + "\n".join(f"  {row}" for problem in problems for row in problem.splitlines())
     return pr["name"], line, flips and not problems
 
 
+def collected_by_markers(repo, tests, markers):
+    """(tests a run selecting any of `markers` collects, tests collected) of pytest on `tests` in `repo`."""
+    _make_packages(repo, tests)
+    result = run_isolated(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m",
+         " or ".join(sorted(set(markers.values()))), *tests],
+        repo, check=False, env={**_TEST_ENV, "PYTHONPATH": str(repo / "src")},
+    )  # fmt: skip
+    summary = (result.stdout.strip().splitlines() or [""])[-1]
+    selected = re.search(r"(\d+)(?:/\d+)? tests? collected", summary)
+    deselected = re.search(r"(\d+) deselected", summary)
+    selected, deselected = (int(match.group(1)) if match else 0 for match in (selected, deselected))
+    return selected, selected + deselected
+
+
 def run_pr_tests(repo, tests):
     """{outcome: count} of pytest on `tests` in the upstream checkout `repo`, against its `src`, on CPU."""
-    # Upstream's test directories are packages (`from ..testing_utils import ...`); the sdist has no `__init__.py`.
-    for path in tests:
-        for package in Path(path).parents[:-1]:
-            (repo / package / "__init__.py").touch()
+    _make_packages(repo, tests)
     result = run_isolated(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
         repo,
@@ -332,6 +358,96 @@ def run_pr_tests(repo, tests):
         outcome.rstrip("s"): int(count)
         for count, outcome in re.findall(r"(\d+) (passed|failed|errors?|skipped)", summary)
     }
+
+
+def idiom_by_patch(project, repo, entries, local_only):
+    """{forwardable patch: `idiom_problems` of the test files it adds or changes, as the series in `repo` leaves them}."""
+    markers = topic_markers((repo / "tests" / "testing_utils.py").read_text())
+    problems = {}
+    for name in entries:
+        tests = [path for path in patch_hunks((project.patches_dir / name).read_text()) if _is_test_file(path)]
+        found = [
+            problem
+            for path in tests
+            if (repo / path).exists()
+            for problem in idiom_problems(path, (repo / path).read_text(), markers)
+        ]
+        if found and name not in local_only:
+            problems[name] = found
+    return problems
+
+
+def topic_markers(testing_utils):
+    """{decorator: pytest mark} of the topic markers of upstream's tests/testing_utils.py (`is_lora` marks `lora`),
+    by which upstream's CI selects the tests of a job (`pytest -m lora`)."""
+    markers = {}
+    for node in ast.parse(testing_utils).body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("is_") and node.args.args:
+            returned = node.body[-1]
+            mark = getattr(returned, "value", None)
+            if isinstance(returned, ast.Return) and isinstance(mark, ast.Call):
+                if ast.unparse(mark.func).startswith("pytest.mark."):
+                    markers[node.name] = mark.func.attr
+    return markers
+
+
+def idiom_problems(path, source, markers):
+    """Where the test file `path` (its text `source`) departs from upstream's test idiom: a `unittest.TestCase` class
+    (upstream writes pytest classes, as in tests/hooks/test_group_offloading.py), a test that no topic marker of
+    `markers` (`topic_markers`) selects, so that upstream's CI would never run it, and a mock of a private name (a
+    test of how the code does it, not of what it does)."""
+    problems = []
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and (_is_test_case(node) or node.name.startswith("Test")):
+            if _is_test_case(node):
+                problems.append(f"{path}: class {node.name} is a unittest.TestCase; upstream writes pytest classes")
+            tests = [item for item in node.body if getattr(item, "name", "").startswith("test")]
+            if not _marked(node, markers) and not all(_marked(test, markers) for test in tests):
+                problems.append(f"{path}: class {node.name} carries no topic marker (`@is_lora`, `@is_gguf`, ...)")
+        elif isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and not _marked(node, markers):
+            problems.append(f"{path}: {node.name} carries no topic marker (`@is_lora`, `@is_gguf`, ...)")
+    for node in ast.walk(tree):
+        private = _mocked_private_name(node)
+        if private:
+            problems.append(f"{path}:{node.lineno}: mocks the private `{private}`")
+    return problems
+
+
+def _is_test_case(node):
+    return any(ast.unparse(base) in ("unittest.TestCase", "TestCase") for base in node.bases)
+
+
+def _marked(node, markers):
+    names = {
+        ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
+        for decorator in node.decorator_list
+    }
+    return bool(names & ({*markers} | {f"pytest.mark.{mark}" for mark in markers.values()}))
+
+
+def _mocked_private_name(node):
+    """The private name `node` mocks, if it is `mock.patch.object(owner, "_name", ...)` or `mock.patch("a.b._name")`."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    function = ast.unparse(node.func)
+    if function.endswith("patch.object") and len(node.args) > 1:
+        target = node.args[1]
+    elif function in ("patch", "mock.patch", "unittest.mock.patch"):
+        target = node.args[0]
+    else:
+        return None
+    if not (isinstance(target, ast.Constant) and isinstance(target.value, str)):
+        return None
+    name = target.value.rsplit(".", 1)[-1]
+    return name if name.startswith("_") and not name.endswith("__") else None
+
+
+def _make_packages(repo, tests):
+    """Upstream's test directories are packages (`from ..testing_utils import ...`); the sdist has no `__init__.py`."""
+    for path in tests:
+        for package in Path(path).parents[:-1]:
+            (repo / package / "__init__.py").touch()
 
 
 def _counts(outcomes):
