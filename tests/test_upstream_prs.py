@@ -158,7 +158,6 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
 # lacks). A new patch's tests are written in the idiom; a patch whose tests are rewritten leaves this list.
 NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
     "pipelines-detect-bitsandbytes-in-load-sub-model.patch",
-    "bnb-4bit-quant-state-survives-offload-hooks.patch",
     "materialize-tensors-left-on-meta-in-from-single-file.patch",
     "summarize-missing-keys-of-single-file-loads.patch",
     "from-single-file-strict-argument.patch",
@@ -173,7 +172,6 @@ NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
     "save-offloaded-weights-not-meta-placeholders.patch",
     "refuse-to-save-a-model-with-lora-adapters-injected.patch",
     "from-pretrained-materializes-missing-weights.patch",
-    "single-file-block-counts-come-from-the-checkpoint.patch",
     "group-offload-skips-models-that-do-not-support-it.patch",
     "restore-the-accelerate-hooks-the-loaders-remove.patch",
     "group-offload-preloads-modules-that-read-child-weights.patch",
