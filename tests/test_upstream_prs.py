@@ -162,7 +162,6 @@ NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
     "summarize-missing-keys-of-single-file-loads.patch",
     "from-single-file-strict-argument.patch",
     "warn-about-missing-keys-without-low-cpu-mem-usage.patch",
-    "tell-wan2-2-single-file-checkpoints-apart-from-wan2-1.patch",
     "size-bitsandbytes-components-as-they-will-be-loaded.patch",
     "count-tied-weights-once-when-planning.patch",
     "count-float32-modules-in-float32-when-planning.patch",
