@@ -169,7 +169,6 @@ NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
     "raise-when-pipeline-components-fit-nowhere.patch",
     "run-bitsandbytes-components-planned-on-the-cpu-there.patch",
     "save-offloaded-weights-not-meta-placeholders.patch",
-    "refuse-to-save-a-model-with-lora-adapters-injected.patch",
     "from-pretrained-materializes-missing-weights.patch",
     "group-offload-skips-models-that-do-not-support-it.patch",
     "restore-the-accelerate-hooks-the-loaders-remove.patch",
