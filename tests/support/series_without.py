@@ -1,8 +1,6 @@
 """The series replayed without some of its patches, for the checks that each fix is necessary
 (tests/test_each_fix_is_necessary.py)."""
 
-import re
-
 from tools import ToolError, patches, replays, upstream
 from tools.git import git
 
@@ -20,7 +18,7 @@ def replay_without(project, removed, primary, dest):
     changed = {
         path
         for name in project.read_series()
-        for path in re.findall(r"^diff --git a/(\S+) ", (project.patches_dir / name).read_text(), re.MULTILINE)
+        for path in patches.patch_hunks((project.patches_dir / name).read_text())
     }
     patterns = "".join(f"/{path}\n" for path in sorted(changed | {"LICENSE"}))
     git(dest, "sparse-checkout", "set", "--no-cone", "--stdin", input=patterns)
