@@ -326,6 +326,13 @@ class ModuleGroup:
             if tensor_obj not in in_use:
                 tensor_obj.data = torch.empty_like(tensor_obj.data, device=self.offload_device)
 
+    def _restore_from_disk(self):
+        # Back on the offload device, where the tensors are without offloading, so that the module holds its own
+        # values again once the hooks are removed.
+        loaded_tensors = safetensors.torch.load_file(self.safetensors_file_path, device=str(self.offload_device))
+        for key, tensor_obj in self.key_to_tensor.items():
+            tensor_obj.data = loaded_tensors[key]
+
     def _offload_to_memory(self):
         if self.stream is not None:
             if not self.record_stream:
@@ -1172,6 +1179,16 @@ def _get_top_level_group_offload_hook(module: torch.nn.Module) -> GroupOffloadin
     return None
 
 
+def _get_groups_offloaded_to_disk(module: torch.nn.Module) -> list[ModuleGroup]:
+    groups = {}
+    for submodule in module.modules():
+        if hasattr(submodule, "_diffusers_hook"):
+            hook = submodule._diffusers_hook.get_hook(_GROUP_OFFLOADING)
+            if hook is not None and hook.group._is_offloaded_to_disk and not hook.group.is_onloaded:
+                groups[id(hook.group)] = hook.group
+    return list(groups.values())
+
+
 def _is_group_offload_enabled(module: torch.nn.Module) -> bool:
     top_level_group_offload_hook = _get_top_level_group_offload_hook(module)
     return top_level_group_offload_hook is not None
@@ -1190,6 +1207,30 @@ def _compute_group_hash(group_id):
     return hashed_id[:16]
 
 
+def _remove_group_offloading(module: torch.nn.Module) -> GroupOffloadingConfig | None:
+    r"""
+    Removes group offloading from the module, which then holds the values of its tensors on the offload device, and
+    returns the config it was applied with (`None` if it was not applied).
+    """
+    top_level_group_offload_hook = _get_top_level_group_offload_hook(module)
+
+    if top_level_group_offload_hook is None:
+        return None
+
+    # Offloading to disk leaves the tensors empty, and its files hold the groups as they are now: restore the tensors
+    # and remove the files, which would no longer match the groups of the module once it is modified.
+    for group in _get_groups_offloaded_to_disk(module):
+        group._restore_from_disk()
+        os.remove(group.safetensors_file_path)
+
+    registry = HookRegistry.check_if_exists_or_initialize(module)
+    registry.remove_hook(_GROUP_OFFLOADING, recurse=True)
+    registry.remove_hook(_LAYER_EXECUTION_TRACKER, recurse=True)
+    registry.remove_hook(_LAZY_PREFETCH_GROUP_OFFLOADING, recurse=True)
+    registry.remove_hook(_UNMATCHED_MODULE_ONLOADING, recurse=True)
+    return top_level_group_offload_hook.config
+
+
 def _maybe_remove_and_reapply_group_offloading(module: torch.nn.Module) -> None:
     r"""
     Removes the group offloading hook from the module and re-applies it. This is useful when the module has been
@@ -1203,15 +1244,6 @@ def _maybe_remove_and_reapply_group_offloading(module: torch.nn.Module) -> None:
     There is some performance penalty associated with doing this when non-default streams are used, because we need to
     retrace the execution order of the layers with `LazyPrefetchGroupOffloadingHook`.
     """
-    top_level_group_offload_hook = _get_top_level_group_offload_hook(module)
-
-    if top_level_group_offload_hook is None:
-        return
-
-    registry = HookRegistry.check_if_exists_or_initialize(module)
-    registry.remove_hook(_GROUP_OFFLOADING, recurse=True)
-    registry.remove_hook(_LAYER_EXECUTION_TRACKER, recurse=True)
-    registry.remove_hook(_LAZY_PREFETCH_GROUP_OFFLOADING, recurse=True)
-    registry.remove_hook(_UNMATCHED_MODULE_ONLOADING, recurse=True)
-
-    _apply_group_offloading(module, top_level_group_offload_hook.config)
+    config = _remove_group_offloading(module)
+    if config is not None:
+        _apply_group_offloading(module, config)

@@ -21,6 +21,7 @@ from huggingface_hub.utils import validate_hf_hub_args
 from tokenizers import Tokenizer as TokenizerFast
 from torch import nn
 
+from ..hooks.group_offloading import _apply_group_offloading, _remove_group_offloading
 from ..models.modeling_utils import load_state_dict
 from ..utils import (
     _get_model_file,
@@ -439,6 +440,8 @@ class TextualInversionLoaderMixin:
                         )
                         if is_sequential_cpu_offload or is_model_cpu_offload:
                             removed_hooks += _remove_accelerate_hooks(component, recurse=is_sequential_cpu_offload)
+        # Group offloading holds the input embeddings, which resizing reads and replaces: removed until they are replaced.
+        group_offloading_config = _remove_group_offloading(text_encoder)
 
         # 7.2 save expected device and dtype
         device = text_encoder.device
@@ -460,6 +463,8 @@ class TextualInversionLoaderMixin:
 
         # 7.5 Offload the model again: put back the hooks that were removed
         _restore_accelerate_hooks(removed_hooks, self.components.values())
+        if group_offloading_config is not None:
+            _apply_group_offloading(text_encoder, group_offloading_config)
 
         # / Unsafe Code >
 
@@ -589,6 +594,7 @@ class TextualInversionLoaderMixin:
                 tokenizer._update_total_vocab_size()
 
         # Delete from text encoder
+        group_offloading_config = _remove_group_offloading(text_encoder)
         text_embedding_dim = text_encoder.get_input_embeddings().embedding_dim
         temp_text_embedding_weights = text_encoder.get_input_embeddings().weight
         text_embedding_weights = temp_text_embedding_weights[: last_special_token_id + 1]
@@ -602,3 +608,5 @@ class TextualInversionLoaderMixin:
         text_embeddings_filtered = nn.Embedding(text_embedding_weights.shape[0], text_embedding_dim)
         text_embeddings_filtered.weight.data = text_embedding_weights
         text_encoder.set_input_embeddings(text_embeddings_filtered)
+        if group_offloading_config is not None:
+            _apply_group_offloading(text_encoder, group_offloading_config)

@@ -250,10 +250,11 @@ def no_init_weights():
 def onload_offloaded_weights(model: torch.nn.Module):
     """
     Context manager that puts the weights accelerate's offload hooks keep off `model` (sequential CPU offloading, a
-    `device_map` with "cpu" or "disk" entries) back on the CPU, so that `model.state_dict()` returns them instead of
-    meta placeholders. The hooks offload them again on exit. Models without offloaded weights, and pipeline components
-    that are not models (schedulers, tokenizers), are left untouched. Needs accelerate >= 1.1.0; with older versions
-    the weights stay where they are.
+    `device_map` with "cpu" or "disk" entries) back on the CPU, and those group offloading to disk keeps in its files
+    back on its offload device, so that `model.state_dict()` returns them instead of meta placeholders or empty tensors.
+    The hooks offload them again on exit. Models without offloaded weights, and pipeline components that are not models
+    (schedulers, tokenizers), are left untouched. Needs accelerate >= 1.1.0 for accelerate's hooks; with older versions
+    their weights stay where they are.
 
     Args:
         model (`torch.nn.Module`):
@@ -279,6 +280,13 @@ def onload_offloaded_weights(model: torch.nn.Module):
                 if hasattr(module, "_hf_hook") and has_offloaded_params(module):
                     # Not the string "cpu", with which accelerate sends bitsandbytes 8-bit weights through `.to(0)`.
                     stack.enter_context(align_module_device(module, torch.device("cpu")))
+        if isinstance(model, torch.nn.Module):
+            from ..hooks.group_offloading import _get_groups_offloaded_to_disk
+
+            # Between forward passes, group offloading to disk leaves the tensors empty and their values in its files.
+            for group in _get_groups_offloaded_to_disk(model):
+                group._restore_from_disk()
+                stack.callback(group.offload_)
         yield
 
 
