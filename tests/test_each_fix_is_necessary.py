@@ -47,6 +47,7 @@ LEFT_OUT_TOGETHER = {
     ],
     "group-offload-onloads-modules-outside-blocks-called-directly.patch": [
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+        "group-offload-to-disk-survives-lora-loading.patch",
         "group-offload-onloads-block-modules-called-outside-their-block.patch",
     ],
     "group-offload-preloads-modules-that-read-child-weights.patch": [
@@ -84,11 +85,14 @@ LEFT_OUT_TOGETHER = {
     "restore-the-accelerate-hooks-the-loaders-remove.patch": [
         "fuse-lora-into-offloaded-weights.patch",
         "fuse-lora-into-quanto-quantized-weights.patch",
+        "textual-inversion-on-offloaded-text-encoders.patch",
     ],
+    "save-offloaded-weights-not-meta-placeholders.patch": ["save-weights-group-offloaded-to-disk.patch"],
     "sequential-offload-keeps-the-user-device.patch": [
         "restore-the-accelerate-hooks-the-loaders-remove.patch",
         "fuse-lora-into-offloaded-weights.patch",
         "fuse-lora-into-quanto-quantized-weights.patch",
+        "textual-inversion-on-offloaded-text-encoders.patch",
     ],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",

@@ -1,8 +1,9 @@
 """What the scenario tests assert with: the upstream errors users read, and checks on scenario outcomes."""
 
 import copy
+import re
 
-from diffusers_patched.selftest.judges import MARGIN, TOLERANCE, clearly_wrong, within_tolerance
+from diffusers_patched.selftest.judges import FAILS, MARGIN, TOLERANCE, clearly_wrong, within_tolerance
 
 
 # What upstream raises when enable_sequential_cpu_offload(device="cpu") moves weights to "cpu:0"
@@ -84,3 +85,33 @@ def figures_off_the_margin(outcomes):
         for name, diffs in figures.items()
         if (off := [diff for diff in diffs if not within_tolerance(diff) and not clearly_wrong(diff)])
     }
+
+
+def verdict_cell(outcome, scenario):
+    """A table cell: the verdict on a side's outcome of `scenario`, and its figure."""
+    verdict, figure = outcome.verdict(scenario)
+    if verdict == FAILS:
+        # The error's type and its first words: enough to tell the failures apart in a table.
+        return f"{verdict}: {' '.join(figure.split()[:4])} ..."
+    return f"{verdict}: {figure}"
+
+
+def without_figures(table):
+    """The table with its max abs diffs left out: they are float32 rounding, which differs from one machine to the next
+    (the doc's are those of the machine it was measured on); the verdicts and the tolerance do not."""
+    return re.sub(r"max abs diff \S+", "max abs diff ...", table)
+
+
+def both_sides_table(first_header, rows, columns, scenarios, upstream, patched):
+    """A markdown table of the scenarios named `f"{row} {column}"`: each cell the verdicts on both sides."""
+    lines = [f"| {first_header} | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for row in rows:
+        cells = []
+        for column in columns:
+            name = f"{row} {column}"
+            scenario = scenarios[name]
+            cells.append(
+                f"upstream {verdict_cell(upstream[name], scenario)}<br>patched {verdict_cell(patched[name], scenario)}"
+            )
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

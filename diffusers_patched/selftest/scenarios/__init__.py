@@ -10,7 +10,7 @@ the tests assert on its values.
 from ..judges import FAILS, REFUSED, RIGHT, WRONG  # noqa: F401 (the verdicts, with the scenarios that give them)
 
 # Importing the topics registers their scenarios, in this order (the demo's).
-from . import device_map, from_pretrained, gguf, group_offload, lora, offload, single_file  # noqa: F401
+from . import adapters, device_map, from_pretrained, gguf, group_offload, lora, offload, single_file  # noqa: F401
 from .registry import (  # noqa: F401
     SCENARIOS,
     Outcome,

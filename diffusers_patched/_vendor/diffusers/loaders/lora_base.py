@@ -91,7 +91,7 @@ def fuse_text_encoder_lora(text_encoder, lora_scale=1.0, safe_fusing=False, adap
 
     merge_kwargs = {"safe_merge": safe_fusing}
 
-    with _fusing_into_offloaded_weights(text_encoder, "fuse", adapter_names):
+    with _fusing_into_offloaded_weights(text_encoder):
         for module in text_encoder.modules():
             if isinstance(module, BaseTunerLayer):
                 if lora_scale != 1.0:
@@ -125,7 +125,7 @@ def unfuse_text_encoder_lora(text_encoder):
     """
     from .peft import _maybe_restore_quantized_base_weight
 
-    with _fusing_into_offloaded_weights(text_encoder, "unfuse"):
+    with _fusing_into_offloaded_weights(text_encoder):
         for module in text_encoder.modules():
             if isinstance(module, BaseTunerLayer):
                 module.unmerge()
@@ -657,44 +657,33 @@ def _restore_accelerate_hooks(removed, models, weights_changed=False):
             )
 
 
-def _lora_adapters(model, merged=False):
-    adapters = set()
-    for module in model.modules():
-        if isinstance(module, BaseTunerLayer):
-            adapters.update(module.merged_adapters if merged else module.active_adapters)
-    return sorted(adapters)
-
-
 @contextmanager
-def _fusing_into_offloaded_weights(model, action, adapter_names=None):
+def _fusing_into_offloaded_weights(model):
     """
-    Lets the LoRA layers of `model` be fused (`action="fuse"`) or unfused (`action="unfuse"`) where offloading keeps its
-    weights. Accelerate hooks that offload weights (e.g. `enable_sequential_cpu_offload()`) leave placeholders on the
-    meta device and compute with the weights they saved: they are removed while the weights change, then put back
-    offloading the changed weights. Group offloading to disk computes with the weights in its files, which fusing
-    cannot change: refused before anything is fused.
+    Lets the LoRA layers of `model` be fused or unfused where offloading keeps its weights. Accelerate hooks that
+    offload weights (e.g. `enable_sequential_cpu_offload()`) leave placeholders on the meta device and compute with the
+    weights they saved, and group offloading to disk computes with the weights in its files: both are removed while the
+    weights change, then applied again, offloading the changed weights.
     """
-    from ..hooks.group_offloading import _get_top_level_group_offload_hook
+    from ..hooks.group_offloading import (
+        _apply_group_offloading,
+        _get_top_level_group_offload_hook,
+        _remove_group_offloading,
+    )
 
     group_offload_hook = _get_top_level_group_offload_hook(model)
+    # Group offloading to memory moves the weights themselves, which fusing changes in place.
     if group_offload_hook is not None and group_offload_hook.config.offload_to_disk_path is not None:
-        adapters = adapter_names or _lora_adapters(model, merged=action == "unfuse")
-        if adapters:
-            raise ValueError(
-                f"Cannot {action} the LoRA adapters {adapters} of {model.__class__.__name__}: group offloading "
-                f"computes with the weights it saved to `{group_offload_hook.config.offload_to_disk_path}`, which "
-                f"`{action}_lora()` cannot change. Call `{action}_lora()` before enabling group offloading, or enable "
-                "it without `offload_to_disk_path`."
-            )
-
-    if not any(hasattr(module, "_hf_hook") for module in model.modules()):
-        yield
-        return
+        group_offloading_config = _remove_group_offloading(model)
+    else:
+        group_offloading_config = None
     removed_hooks = _remove_accelerate_hooks(model, recurse=True)
     try:
         yield
     finally:
         _restore_accelerate_hooks(removed_hooks, [model], weights_changed=True)
+        if group_offloading_config is not None:
+            _apply_group_offloading(model, group_offloading_config)
 
 
 class LoraBaseMixin:

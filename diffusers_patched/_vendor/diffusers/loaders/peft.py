@@ -481,6 +481,7 @@ class PeftAdapterMixin:
         """
         from peft.utils import get_peft_model_state_dict
 
+        from ..models.modeling_utils import onload_offloaded_weights
         from .lora_base import LORA_ADAPTER_METADATA_KEY, LORA_WEIGHT_NAME, LORA_WEIGHT_NAME_SAFE
 
         if adapter_name is None:
@@ -491,9 +492,11 @@ class PeftAdapterMixin:
 
         lora_adapter_metadata = self.peft_config[adapter_name].to_dict()
 
-        lora_layers_to_save = get_peft_model_state_dict(
-            self.to(dtype=torch.float32 if upcast_before_saving else None), adapter_name=adapter_name
-        )
+        # Offloading keeps the LoRA layers' weights elsewhere (on the meta device, or in group offloading's files).
+        with onload_offloaded_weights(self):
+            lora_layers_to_save = get_peft_model_state_dict(
+                self.to(dtype=torch.float32 if upcast_before_saving else None), adapter_name=adapter_name
+            )
         if os.path.isfile(save_directory):
             raise ValueError(f"Provided path ({save_directory}) should be a directory, not a file")
 
@@ -756,7 +759,7 @@ class PeftAdapterMixin:
 
         self.lora_scale = lora_scale
         self._safe_fusing = safe_fusing
-        with _fusing_into_offloaded_weights(self, "fuse", adapter_names):
+        with _fusing_into_offloaded_weights(self):
             self.apply(partial(self._fuse_lora_apply, adapter_names=adapter_names))
 
     def _fuse_lora_apply(self, module, adapter_names=None):
@@ -800,7 +803,7 @@ class PeftAdapterMixin:
 
         from .lora_base import _fusing_into_offloaded_weights
 
-        with _fusing_into_offloaded_weights(self, "unfuse"):
+        with _fusing_into_offloaded_weights(self):
             self.apply(self._unfuse_lora_apply)
 
     def _unfuse_lora_apply(self, module):

@@ -594,6 +594,9 @@ class TextualInversionLoaderMixin:
                 tokenizer._update_total_vocab_size()
 
         # Delete from text encoder
+        # Offloading keeps the embeddings off the text encoder (accelerate's hooks on the meta device, group offloading
+        # to disk in its files): removed until they are replaced.
+        removed_hooks = _remove_accelerate_hooks(text_encoder, recurse=True)
         group_offloading_config = _remove_group_offloading(text_encoder)
         text_embedding_dim = text_encoder.get_input_embeddings().embedding_dim
         temp_text_embedding_weights = text_encoder.get_input_embeddings().weight
@@ -608,5 +611,6 @@ class TextualInversionLoaderMixin:
         text_embeddings_filtered = nn.Embedding(text_embedding_weights.shape[0], text_embedding_dim)
         text_embeddings_filtered.weight.data = text_embedding_weights
         text_encoder.set_input_embeddings(text_embeddings_filtered)
+        _restore_accelerate_hooks(removed_hooks, [text_encoder])
         if group_offloading_config is not None:
             _apply_group_offloading(text_encoder, group_offloading_config)

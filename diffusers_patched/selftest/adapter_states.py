@@ -1,0 +1,32 @@
+"""Adapter operations on a tiny SD pipeline in each state it can be offloaded in: docs/adapters.md's table.
+
+Each (operation, state) is a scenario of this module's own registry, run on both sides by tests/test_adapter_states.py
+and judged against the same operation on the un-offloaded pipeline of the same side: the outputs the operation reads
+(the text encoder's and the unet's), then the pipeline's outputs after it, twice, so that a state that changes them
+from one call to the next shows. The group states offload to disk: on a CPU, offloading to memory moves nothing (see
+offload_modes.py).
+"""
+
+import sys
+
+from .scenarios.adapters import ADAPTER_OPERATIONS, ADAPTER_STATES, adapter_state_run, judge_adapter_state
+from .scenarios.registry import _main, scenario
+
+
+ADAPTER_STATE_SCENARIOS = {}
+
+
+for _operation in ADAPTER_OPERATIONS:
+    for _state in ADAPTER_STATES:
+        scenario(
+            f"{_operation} {_state}",
+            patch=None,
+            summary=f"{_operation} on a tiny SD pipeline offloaded in {_state} mode on the CPU vs. no offload",
+            text="max abs diff to the un-offloaded pipeline's outputs {diffs}",
+            judge=judge_adapter_state,
+            registry=ADAPTER_STATE_SCENARIOS,
+        )(adapter_state_run(_operation, _state))
+
+
+if __name__ == "__main__":
+    _main(ADAPTER_STATE_SCENARIOS, *sys.argv[1:])

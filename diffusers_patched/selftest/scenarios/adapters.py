@@ -1,0 +1,219 @@
+"""Adapter operations (LoRA, textual inversion, saving) on a tiny SD pipeline offloaded on the CPU: the demo's rows of
+the adapter operations upstream gets wrong, and what adapter_states.py's matrix of every operation in every state runs.
+"""
+
+import functools
+import tempfile
+from pathlib import Path
+
+from ..judges import close
+from ..tiny_pipelines import load_tiny_sd_pipeline, save_tiny_sd_pipeline, tiny_word_tokenizer
+from .common import _encode, _text_encoder_lora, _unet_output
+from .registry import scenario
+
+
+ADAPTER_STATES = ("sequential", "model", "group-leaf-disk", "group-block-disk")
+
+
+def _lora(pipe, scale=1.0):
+    """A LoRA of the text encoder and the unet, its B matrices times `scale` (a second adapter is another LoRA); the
+    unet's scaled to a LoRA's usual size next to the weights, as scenarios/lora.py's."""
+    unet_lora = _text_encoder_lora(pipe.unet, prefix="unet", targets=(".to_q", ".to_v"))
+    unet_lora = {key: value * 0.01 if key.endswith("lora_B.weight") else value for key, value in unet_lora.items()}
+    lora = {**_text_encoder_lora(pipe.text_encoder), **unet_lora}
+    return {key: value * scale if key.endswith("lora_B.weight") else value for key, value in lora.items()}
+
+
+def _outputs(pipe):
+    return [_encode(pipe.text_encoder), _unet_output(pipe.unet)]
+
+
+def _load_two(pipe):
+    pipe.load_lora_weights(_lora(pipe), adapter_name="first")
+    pipe.load_lora_weights(_lora(pipe, scale=-0.5), adapter_name="second")
+
+
+def load_lora_weights(pipe, workdir):
+    pipe.load_lora_weights(_lora(pipe))
+    return _outputs(pipe)
+
+
+def set_adapters(pipe, workdir):
+    _load_two(pipe)
+    pipe.set_adapters(["first", "second"], adapter_weights=[0.5, 1.5])
+    return _outputs(pipe)
+
+
+def disable_and_enable_lora(pipe, workdir):
+    pipe.load_lora_weights(_lora(pipe))
+    pipe.disable_lora()
+    disabled = _outputs(pipe)
+    pipe.enable_lora()
+    return disabled + _outputs(pipe)
+
+
+def fuse_and_unfuse_lora(pipe, workdir):
+    pipe.load_lora_weights(_lora(pipe))
+    pipe.fuse_lora(components=["text_encoder", "unet"])
+    fused = _outputs(pipe)
+    pipe.unfuse_lora(components=["text_encoder", "unet"])
+    return fused + _outputs(pipe)
+
+
+def unload_lora_weights(pipe, workdir):
+    pipe.load_lora_weights(_lora(pipe))
+    pipe.unload_lora_weights()
+    return _outputs(pipe)
+
+
+def delete_adapters(pipe, workdir):
+    _load_two(pipe)
+    pipe.delete_adapters("first")
+    return _outputs(pipe)
+
+
+def hotswap(pipe, workdir):
+    # Hotswapping is for the unet (diffusers refuses it for text encoders).
+    pipe.enable_lora_hotswap(target_rank=8)
+    unet_lora = {key: value for key, value in _lora(pipe).items() if key.startswith("unet.")}
+    pipe.load_lora_weights(unet_lora, adapter_name="first")
+    first = [_unet_output(pipe.unet)]
+    pipe.load_lora_weights({key: -value for key, value in unet_lora.items()}, adapter_name="first", hotswap=True)
+    return first + [_unet_output(pipe.unet)]
+
+
+def textual_inversion(pipe, workdir):
+    import torch
+
+    # A word for each of the text encoder's token ids: loading the embedding adds one, unloading removes it.
+    vocab_size = pipe.text_encoder.config.vocab_size
+    tokenizer = tiny_word_tokenizer(["<pad>", "<unk>"], [f"w{i}" for i in range(2, vocab_size)], pad_token="<pad>")
+    embedding = torch.randn(pipe.text_encoder.config.hidden_size, generator=torch.Generator().manual_seed(1))
+    pipe.load_textual_inversion(embedding, token="<cat>", tokenizer=tokenizer, text_encoder=pipe.text_encoder)
+    input_ids = tokenizer("w5 <cat> w17 w99", return_tensors="pt").input_ids
+    with torch.no_grad():
+        loaded = pipe.text_encoder(input_ids)[0]
+    pipe.unload_textual_inversion("<cat>", tokenizer=tokenizer, text_encoder=pipe.text_encoder)
+    with torch.no_grad():
+        return [loaded, pipe.text_encoder(tokenizer("w5 w17 w99", return_tensors="pt").input_ids)[0]]
+
+
+def save_lora_adapter(pipe, workdir):
+    # The unet's LoRA, saved by diffusers (a text encoder's LoRA is saved by transformers and PEFT).
+    pipe.load_lora_weights(_lora(pipe), adapter_name="first")
+    pipe.unet.save_lora_adapter(workdir / "lora", adapter_name="first")
+    reloaded = load_tiny_sd_pipeline(_saved_pipeline())
+    reloaded.unet.load_lora_adapter(workdir / "lora", weight_name="pytorch_lora_weights.safetensors")
+    return [_unet_output(reloaded.unet)]
+
+
+def save_pretrained(pipe, workdir):
+    # After a forward pass, as a user saves: offloading to disk empties the weights only once they are offloaded.
+    _outputs(pipe)
+    pipe.save_pretrained(workdir / "saved")
+    return _outputs(load_tiny_sd_pipeline(workdir / "saved"))
+
+
+ADAPTER_OPERATIONS = {
+    "load_lora_weights": load_lora_weights,
+    "set_adapters (two, weighted)": set_adapters,
+    "disable_lora, enable_lora": disable_and_enable_lora,
+    "fuse_lora, unfuse_lora": fuse_and_unfuse_lora,
+    "unload_lora_weights": unload_lora_weights,
+    "delete_adapters": delete_adapters,
+    "hotswap": hotswap,
+    "load_textual_inversion, unload": textual_inversion,
+    "save_lora_adapter, reloaded": save_lora_adapter,
+    "save_pretrained, reloaded": save_pretrained,
+}
+
+
+@functools.cache
+def _pipeline_directory():
+    # Kept by the cache for the interpreter's scenarios, removed when it exits.
+    return tempfile.TemporaryDirectory()
+
+
+@functools.cache
+def _saved_pipeline():
+    return save_tiny_sd_pipeline(Path(_pipeline_directory().name) / "pipe")
+
+
+def _operation_outputs(pipe, operation, workdir):
+    """What the operation returns, then the pipeline's outputs after it, twice."""
+    return ADAPTER_OPERATIONS[operation](pipe, workdir), _outputs(pipe), _outputs(pipe)
+
+
+@functools.cache
+def _reference(operation):
+    """The operation's outputs on the un-offloaded pipeline (computed once per interpreter)."""
+    with tempfile.TemporaryDirectory() as workdir:
+        return _operation_outputs(load_tiny_sd_pipeline(_saved_pipeline()), operation, Path(workdir))
+
+
+def _offload(pipe, state, workdir):
+    import torch
+
+    if state == "sequential":
+        pipe.enable_sequential_cpu_offload(device="cpu")
+    elif state == "model":
+        pipe.enable_model_cpu_offload(device="cpu")
+    else:
+        pipe.enable_group_offload(
+            onload_device=torch.device("cpu"),
+            offload_type={"group-leaf-disk": "leaf_level", "group-block-disk": "block_level"}[state],
+            num_blocks_per_group=1,
+            offload_to_disk_path=str(workdir / "offload"),
+        )
+
+
+def judge_adapter_state(result):
+    return close(result["diffs"], what="max abs diff")
+
+
+def adapter_state_run(operation, state):
+    def run(workdir):
+        pipe = load_tiny_sd_pipeline(_saved_pipeline())
+        _offload(pipe, state, workdir)
+        returned, after, again = _operation_outputs(pipe, operation, workdir)
+        expected_returned, expected_after, _ = _reference(operation)
+        pairs = [*zip(returned, expected_returned), *zip(after, expected_after), *zip(again, after)]
+        return {"diffs": [(output - expected).abs().max().item() for output, expected in pairs]}
+
+    return run
+
+
+_TEXT = "max abs diff to the un-offloaded pipeline's outputs {diffs}"
+
+scenario(
+    "lora-loaded-group-offloaded-to-disk",
+    patch="group-offload-to-disk-survives-lora-loading.patch",
+    summary="tiny SD pipeline group offloaded to disk at leaf level, then load_lora_weights, vs. no offload",
+    text=_TEXT,
+    judge=judge_adapter_state,
+)(adapter_state_run("load_lora_weights", "group-leaf-disk"))
+
+scenario(
+    "save-pretrained-group-offloaded-to-disk",
+    patch="save-weights-group-offloaded-to-disk.patch",
+    summary="tiny SD pipeline group offloaded to disk at block level: save_pretrained, reloaded, vs. no offload",
+    text=_TEXT,
+    judge=judge_adapter_state,
+)(adapter_state_run("save_pretrained, reloaded", "group-block-disk"))
+
+scenario(
+    "textual-inversion-group-offloaded-to-disk",
+    patch="textual-inversion-on-offloaded-text-encoders.patch",
+    summary="tiny SD pipeline group offloaded to disk at leaf level: load_textual_inversion, unload, vs. no offload",
+    text=_TEXT,
+    judge=judge_adapter_state,
+)(adapter_state_run("load_textual_inversion, unload", "group-leaf-disk"))
+
+scenario(
+    "save-lora-adapter-sequentially-offloaded",
+    patch="save-lora-adapters-of-offloaded-models.patch",
+    summary="tiny SD pipeline under enable_sequential_cpu_offload(device='cpu'): a LoRA loaded, unet.save_lora_adapter, "
+    "reloaded, vs. no offload",
+    text=_TEXT,
+    judge=judge_adapter_state,
+)(adapter_state_run("save_lora_adapter, reloaded", "sequential"))
