@@ -1,5 +1,5 @@
-"""Every adapter operation in every offload state of a tiny SD pipeline, on both sides: docs/adapters.md's table is
-what this measures (diffusers_patched/selftest/adapter_states.py)."""
+"""Every adapter operation on a tiny SD pipeline in every offload state, and compiled, on both sides: docs/adapters.md's
+table is what this measures (diffusers_patched/selftest/adapter_states.py)."""
 
 from diffusers_patched.selftest.adapter_states import ADAPTER_OPERATIONS, ADAPTER_STATE_SCENARIOS, ADAPTER_STATES
 from diffusers_patched.selftest.judges import RIGHT, holds

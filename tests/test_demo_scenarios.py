@@ -120,6 +120,15 @@ def test_save_lora_adapter_sequentially_offloaded(patched_outcomes):
     assert_close_to_reference(result_of(patched_outcomes["save-lora-adapter-sequentially-offloaded"])["diffs"], 5)
 
 
+def test_lora_set_adapters_compiled_upstream(upstream_outcomes):
+    # The text encoder's LoRA ranks were looked up under the compiled wrapper's `_orig_mod.` names.
+    assert_raised(upstream_outcomes["lora-set-adapters-compiled"], "IndexError", "list index out of range")
+
+
+def test_lora_set_adapters_compiled(patched_outcomes):
+    assert_close_to_reference(result_of(patched_outcomes["lora-set-adapters-compiled"])["diffs"], 6)
+
+
 def test_every_scenario_names_a_patch_of_the_series():
     series = Project(REPO_ROOT).read_series()
     assert {name: scenario.patch for name, scenario in SCENARIOS.items() if scenario.patch not in series} == {}

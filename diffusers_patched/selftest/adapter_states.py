@@ -1,4 +1,4 @@
-"""Adapter operations on a tiny SD pipeline in each state it can be offloaded in: docs/adapters.md's table.
+"""Adapter operations on a tiny SD pipeline in each offload state, and compiled: docs/adapters.md's table.
 
 Each (operation, state) is a scenario of this module's own registry, run on both sides by tests/test_adapter_states.py
 and judged against the same operation on the un-offloaded pipeline of the same side: the outputs the operation reads

@@ -12,16 +12,27 @@ from .common import _encode, _text_encoder_lora, _unet_output
 from .registry import scenario
 
 
-ADAPTER_STATES = ("sequential", "model", "group-leaf-disk", "group-block-disk")
+ADAPTER_STATES = ("sequential", "model", "group-leaf-disk", "group-block-disk", "compiled")
 
 
-def _lora(pipe, scale=1.0):
+def _lora(scale=1.0):
     """A LoRA of the text encoder and the unet, its B matrices times `scale` (a second adapter is another LoRA); the
-    unet's scaled to a LoRA's usual size next to the weights, as scenarios/lora.py's."""
-    unet_lora = _text_encoder_lora(pipe.unet, prefix="unet", targets=(".to_q", ".to_v"))
-    unet_lora = {key: value * 0.01 if key.endswith("lora_B.weight") else value for key, value in unet_lora.items()}
-    lora = {**_text_encoder_lora(pipe.text_encoder), **unet_lora}
+    unet's scaled to a LoRA's usual size next to the weights, as scenarios/lora.py's. Made from the modules of the
+    pipeline as saved, whatever state the pipeline it is loaded into is in."""
+    unet_lora, text_encoder_lora = _lora_of_the_saved_pipeline()
+    lora = {
+        **text_encoder_lora,
+        **{key: value * 0.01 if key.endswith("lora_B.weight") else value for key, value in unet_lora.items()},
+    }
     return {key: value * scale if key.endswith("lora_B.weight") else value for key, value in lora.items()}
+
+
+@functools.cache
+def _lora_of_the_saved_pipeline():
+    pipe = load_tiny_sd_pipeline(_saved_pipeline())
+    return _text_encoder_lora(pipe.unet, prefix="unet", targets=(".to_q", ".to_v")), _text_encoder_lora(
+        pipe.text_encoder
+    )
 
 
 def _outputs(pipe):
@@ -29,12 +40,12 @@ def _outputs(pipe):
 
 
 def _load_two(pipe):
-    pipe.load_lora_weights(_lora(pipe), adapter_name="first")
-    pipe.load_lora_weights(_lora(pipe, scale=-0.5), adapter_name="second")
+    pipe.load_lora_weights(_lora(), adapter_name="first")
+    pipe.load_lora_weights(_lora(scale=-0.5), adapter_name="second")
 
 
 def load_lora_weights(pipe, workdir):
-    pipe.load_lora_weights(_lora(pipe))
+    pipe.load_lora_weights(_lora())
     return _outputs(pipe)
 
 
@@ -45,7 +56,7 @@ def set_adapters(pipe, workdir):
 
 
 def disable_and_enable_lora(pipe, workdir):
-    pipe.load_lora_weights(_lora(pipe))
+    pipe.load_lora_weights(_lora())
     pipe.disable_lora()
     disabled = _outputs(pipe)
     pipe.enable_lora()
@@ -53,7 +64,7 @@ def disable_and_enable_lora(pipe, workdir):
 
 
 def fuse_and_unfuse_lora(pipe, workdir):
-    pipe.load_lora_weights(_lora(pipe))
+    pipe.load_lora_weights(_lora())
     pipe.fuse_lora(components=["text_encoder", "unet"])
     fused = _outputs(pipe)
     pipe.unfuse_lora(components=["text_encoder", "unet"])
@@ -61,7 +72,7 @@ def fuse_and_unfuse_lora(pipe, workdir):
 
 
 def unload_lora_weights(pipe, workdir):
-    pipe.load_lora_weights(_lora(pipe))
+    pipe.load_lora_weights(_lora())
     pipe.unload_lora_weights()
     return _outputs(pipe)
 
@@ -75,7 +86,7 @@ def delete_adapters(pipe, workdir):
 def hotswap(pipe, workdir):
     # Hotswapping is for the unet (diffusers refuses it for text encoders).
     pipe.enable_lora_hotswap(target_rank=8)
-    unet_lora = {key: value for key, value in _lora(pipe).items() if key.startswith("unet.")}
+    unet_lora = {key: value for key, value in _lora().items() if key.startswith("unet.")}
     pipe.load_lora_weights(unet_lora, adapter_name="first")
     first = [_unet_output(pipe.unet)]
     pipe.load_lora_weights({key: -value for key, value in unet_lora.items()}, adapter_name="first", hotswap=True)
@@ -100,7 +111,7 @@ def textual_inversion(pipe, workdir):
 
 def save_lora_adapter(pipe, workdir):
     # The unet's LoRA, saved by diffusers (a text encoder's LoRA is saved by transformers and PEFT).
-    pipe.load_lora_weights(_lora(pipe), adapter_name="first")
+    pipe.load_lora_weights(_lora(), adapter_name="first")
     pipe.unet.save_lora_adapter(workdir / "lora", adapter_name="first")
     reloaded = load_tiny_sd_pipeline(_saved_pipeline())
     reloaded.unet.load_lora_adapter(workdir / "lora", weight_name="pytorch_lora_weights.safetensors")
@@ -151,13 +162,17 @@ def _reference(operation):
         return _operation_outputs(load_tiny_sd_pipeline(_saved_pipeline()), operation, Path(workdir))
 
 
-def _offload(pipe, state, workdir):
+def _put_in_state(pipe, state, workdir):
     import torch
 
     if state == "sequential":
         pipe.enable_sequential_cpu_offload(device="cpu")
     elif state == "model":
         pipe.enable_model_cpu_offload(device="cpu")
+    elif state == "compiled":
+        # The eager backend runs what dynamo captures without a compiler, on any CPU.
+        pipe.unet = torch.compile(pipe.unet, backend="eager")
+        pipe.text_encoder = torch.compile(pipe.text_encoder, backend="eager")
     else:
         pipe.enable_group_offload(
             onload_device=torch.device("cpu"),
@@ -174,7 +189,7 @@ def judge_adapter_state(result):
 def adapter_state_run(operation, state):
     def run(workdir):
         pipe = load_tiny_sd_pipeline(_saved_pipeline())
-        _offload(pipe, state, workdir)
+        _put_in_state(pipe, state, workdir)
         returned, after, again = _operation_outputs(pipe, operation, workdir)
         expected_returned, expected_after, _ = _reference(operation)
         pairs = [*zip(returned, expected_returned), *zip(after, expected_after), *zip(again, after)]
@@ -217,3 +232,12 @@ scenario(
     text=_TEXT,
     judge=judge_adapter_state,
 )(adapter_state_run("save_lora_adapter, reloaded", "sequential"))
+
+scenario(
+    "lora-set-adapters-compiled",
+    patch="adapter-operations-on-compiled-models.patch",
+    summary="tiny SD pipeline with torch.compile'd unet and text encoder (eager backend): two LoRAs, set_adapters with "
+    "weights, vs. not compiled",
+    text=_TEXT,
+    judge=judge_adapter_state,
+)(adapter_state_run("set_adapters (two, weighted)", "compiled"))

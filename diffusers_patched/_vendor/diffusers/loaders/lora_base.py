@@ -48,6 +48,7 @@ from ..utils import (
 )
 from ..utils.peft_utils import _create_lora_config
 from ..utils.state_dict_utils import _load_sft_file_metadata, _load_sft_state_dict_metadata
+from ..utils.torch_utils import unwrap_module
 
 
 if is_transformers_available():
@@ -363,6 +364,9 @@ def _load_lora_into_text_encoder(
 
     if not USE_PEFT_BACKEND:
         raise ValueError("PEFT backend is required for this method.")
+
+    # The modules of a `torch.compile`d text encoder are named after the module it wraps (`_orig_mod.`).
+    text_encoder = unwrap_module(text_encoder)
 
     if network_alphas and metadata:
         raise ValueError("`network_alphas` and `metadata` cannot be specified both at the same time.")
@@ -686,6 +690,12 @@ def _fusing_into_offloaded_weights(model):
             _apply_group_offloading(model, group_offloading_config)
 
 
+def _get_lora_loadable_model(pipeline, component):
+    # A `torch.compile`d model is an `OptimizedModule`, neither a `ModelMixin` nor a `PreTrainedModel`: the LoRA
+    # operations work on the model it wraps.
+    return unwrap_module(getattr(pipeline, component, None))
+
+
 class LoraBaseMixin:
     """Utility class for handling LoRAs."""
 
@@ -737,7 +747,7 @@ class LoraBaseMixin:
             raise ValueError("PEFT backend is required for this method.")
 
         for component in self._lora_loadable_modules:
-            model = getattr(self, component, None)
+            model = _get_lora_loadable_model(self, component)
             if model is not None:
                 if issubclass(model.__class__, ModelMixin):
                     model.unload_lora()
@@ -812,7 +822,7 @@ class LoraBaseMixin:
             if fuse_component not in self._lora_loadable_modules:
                 raise ValueError(f"{fuse_component} is not found in {self._lora_loadable_modules=}.")
 
-            model = getattr(self, fuse_component, None)
+            model = _get_lora_loadable_model(self, fuse_component)
             if model is not None:
                 # check if diffusers model
                 if issubclass(model.__class__, ModelMixin):
@@ -875,7 +885,7 @@ class LoraBaseMixin:
             if fuse_component not in self._lora_loadable_modules:
                 raise ValueError(f"{fuse_component} is not found in {self._lora_loadable_modules=}.")
 
-            model = getattr(self, fuse_component, None)
+            model = _get_lora_loadable_model(self, fuse_component)
             if model is not None:
                 # check if diffusers model
                 if issubclass(model.__class__, ModelMixin):
@@ -888,7 +898,7 @@ class LoraBaseMixin:
         # physically merged in any remaining loadable component.
         remaining_merged: set[str] = set()
         for component_name in self._lora_loadable_modules:
-            component_model = getattr(self, component_name, None)
+            component_model = _get_lora_loadable_model(self, component_name)
             if isinstance(component_model, nn.Module):
                 for module in component_model.modules():
                     if isinstance(module, BaseTunerLayer):
@@ -969,7 +979,7 @@ class LoraBaseMixin:
         # Decompose weights into weights for denoiser and text encoders.
         _component_adapter_weights = {}
         for component in self._lora_loadable_modules:
-            model = getattr(self, component, None)
+            model = _get_lora_loadable_model(self, component)
             # To guard for cases like Wan. In Wan2.1 and WanVace, we have a single denoiser.
             # Whereas in Wan 2.2, we have two denoisers.
             if model is None:
@@ -1021,7 +1031,7 @@ class LoraBaseMixin:
             raise ValueError("PEFT backend is required for this method.")
 
         for component in self._lora_loadable_modules:
-            model = getattr(self, component, None)
+            model = _get_lora_loadable_model(self, component)
             if model is not None:
                 if issubclass(model.__class__, ModelMixin):
                     model.disable_lora()
@@ -1051,7 +1061,7 @@ class LoraBaseMixin:
             raise ValueError("PEFT backend is required for this method.")
 
         for component in self._lora_loadable_modules:
-            model = getattr(self, component, None)
+            model = _get_lora_loadable_model(self, component)
             if model is not None:
                 if issubclass(model.__class__, ModelMixin):
                     model.enable_lora()
@@ -1088,7 +1098,7 @@ class LoraBaseMixin:
             adapter_names = [adapter_names]
 
         for component in self._lora_loadable_modules:
-            model = getattr(self, component, None)
+            model = _get_lora_loadable_model(self, component)
             if model is not None:
                 if issubclass(model.__class__, ModelMixin):
                     model.delete_adapters(adapter_names)
@@ -1120,7 +1130,7 @@ class LoraBaseMixin:
         active_adapters = []
 
         for component in self._lora_loadable_modules:
-            model = getattr(self, component, None)
+            model = _get_lora_loadable_model(self, component)
             if model is not None and issubclass(model.__class__, (ModelMixin, PreTrainedModel)):
                 for module in model.modules():
                     if isinstance(module, BaseTunerLayer):
@@ -1141,7 +1151,7 @@ class LoraBaseMixin:
         set_adapters = {}
 
         for component in self._lora_loadable_modules:
-            model = getattr(self, component, None)
+            model = _get_lora_loadable_model(self, component)
             if (
                 model is not None
                 and issubclass(model.__class__, (ModelMixin, PreTrainedModel))
@@ -1187,7 +1197,7 @@ class LoraBaseMixin:
             raise ValueError("PEFT backend is required for this method.")
 
         for component in self._lora_loadable_modules:
-            model = getattr(self, component, None)
+            model = _get_lora_loadable_model(self, component)
             if model is not None:
                 for module in model.modules():
                     if isinstance(module, BaseTunerLayer):

@@ -29,6 +29,7 @@ from ..utils import (
     is_transformers_available,
     logging,
 )
+from ..utils.torch_utils import unwrap_module
 from .lora_base import _remove_accelerate_hooks, _restore_accelerate_hooks
 
 
@@ -376,7 +377,8 @@ class TextualInversionLoaderMixin:
         """
         # 1. Set correct tokenizer and text encoder
         tokenizer = tokenizer or getattr(self, "tokenizer", None)
-        text_encoder = text_encoder or getattr(self, "text_encoder", None)
+        # Not `text_encoder or ...`: a `torch.compile`d text encoder raises on `len()`, which `or` calls.
+        text_encoder = unwrap_module(text_encoder if text_encoder is not None else getattr(self, "text_encoder", None))
 
         # 2. Normalize inputs
         pretrained_model_name_or_paths = (
@@ -533,7 +535,8 @@ class TextualInversionLoaderMixin:
         """
 
         tokenizer = tokenizer or getattr(self, "tokenizer", None)
-        text_encoder = text_encoder or getattr(self, "text_encoder", None)
+        # Not `text_encoder or ...`: a `torch.compile`d text encoder raises on `len()`, which `or` calls.
+        text_encoder = unwrap_module(text_encoder if text_encoder is not None else getattr(self, "text_encoder", None))
 
         # Get textual inversion tokens and ids
         token_ids = []
