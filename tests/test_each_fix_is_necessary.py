@@ -38,8 +38,12 @@ LEFT_OUT_TOGETHER = {
     "fuse-lora-into-gguf-quantized-weights.patch": [
         "fuse-lora-into-offloaded-weights.patch",
         "fuse-lora-into-quanto-quantized-weights.patch",
+        "adapter-operations-on-compiled-models.patch",
     ],
-    "fuse-lora-into-offloaded-weights.patch": ["fuse-lora-into-quanto-quantized-weights.patch"],
+    "fuse-lora-into-offloaded-weights.patch": [
+        "fuse-lora-into-quanto-quantized-weights.patch",
+        "adapter-operations-on-compiled-models.patch",
+    ],
     "gguf-parameter-keeps-quant-type-when-rebuilt.patch": ["gguf-dequantized-weights-stay-parameters.patch"],
     "group-offload-keeps-what-models-read-outside-forward.patch": [
         "group-offload-to-disk-keeps-tied-weights.patch",
@@ -86,6 +90,7 @@ LEFT_OUT_TOGETHER = {
         "fuse-lora-into-offloaded-weights.patch",
         "fuse-lora-into-quanto-quantized-weights.patch",
         "textual-inversion-on-offloaded-text-encoders.patch",
+        "adapter-operations-on-compiled-models.patch",
     ],
     "save-offloaded-weights-not-meta-placeholders.patch": ["save-weights-group-offloaded-to-disk.patch"],
     "sequential-offload-keeps-the-user-device.patch": [
@@ -93,6 +98,7 @@ LEFT_OUT_TOGETHER = {
         "fuse-lora-into-offloaded-weights.patch",
         "fuse-lora-into-quanto-quantized-weights.patch",
         "textual-inversion-on-offloaded-text-encoders.patch",
+        "adapter-operations-on-compiled-models.patch",
     ],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",
@@ -119,6 +125,7 @@ LEFT_OUT_TOGETHER = {
         "count-float32-modules-in-float32-when-planning.patch",
         "size-quanto-and-torchao-components-as-they-will-be-loaded.patch",
     ],
+    "textual-inversion-on-offloaded-text-encoders.patch": ["adapter-operations-on-compiled-models.patch"],
     "vq-and-consistency-decoder-vaes-support-group-offloading.patch": [
         "offloading-preloads-the-modules-that-declare-it.patch",
         "offloading-onloads-before-forward-pre-hooks.patch",
