@@ -35,8 +35,16 @@ def _lora_of_the_saved_pipeline():
     )
 
 
+def _run(model):
+    """The model that computes `model`'s outputs: for a compiled model the one it wraps, which the operations must
+    change, run as the compiled forward runs it, without dynamo tracing it again after each operation."""
+    from diffusers.utils.torch_utils import unwrap_module
+
+    return unwrap_module(model)
+
+
 def _outputs(pipe):
-    return [_encode(pipe.text_encoder), _unet_output(pipe.unet)]
+    return [_encode(_run(pipe.text_encoder)), _unet_output(_run(pipe.unet))]
 
 
 def _load_two(pipe):
@@ -88,9 +96,9 @@ def hotswap(pipe, workdir):
     pipe.enable_lora_hotswap(target_rank=8)
     unet_lora = {key: value for key, value in _lora().items() if key.startswith("unet.")}
     pipe.load_lora_weights(unet_lora, adapter_name="first")
-    first = [_unet_output(pipe.unet)]
+    first = [_unet_output(_run(pipe.unet))]
     pipe.load_lora_weights({key: -value for key, value in unet_lora.items()}, adapter_name="first", hotswap=True)
-    return first + [_unet_output(pipe.unet)]
+    return first + [_unet_output(_run(pipe.unet))]
 
 
 def textual_inversion(pipe, workdir):
@@ -103,10 +111,10 @@ def textual_inversion(pipe, workdir):
     pipe.load_textual_inversion(embedding, token="<cat>", tokenizer=tokenizer, text_encoder=pipe.text_encoder)
     input_ids = tokenizer("w5 <cat> w17 w99", return_tensors="pt").input_ids
     with torch.no_grad():
-        loaded = pipe.text_encoder(input_ids)[0]
+        loaded = _run(pipe.text_encoder)(input_ids)[0]
     pipe.unload_textual_inversion("<cat>", tokenizer=tokenizer, text_encoder=pipe.text_encoder)
     with torch.no_grad():
-        return [loaded, pipe.text_encoder(tokenizer("w5 w17 w99", return_tensors="pt").input_ids)[0]]
+        return [loaded, _run(pipe.text_encoder)(tokenizer("w5 w17 w99", return_tensors="pt").input_ids)[0]]
 
 
 def save_lora_adapter(pipe, workdir):
@@ -170,7 +178,7 @@ def _put_in_state(pipe, state, workdir):
     elif state == "model":
         pipe.enable_model_cpu_offload(device="cpu")
     elif state == "compiled":
-        # The eager backend runs what dynamo captures without a compiler, on any CPU.
+        # The eager backend needs no compiler; `_run` runs the models they wrap.
         pipe.unet = torch.compile(pipe.unet, backend="eager")
         pipe.text_encoder = torch.compile(pipe.text_encoder, backend="eager")
     else:
