@@ -9,8 +9,8 @@ offload_modes.py).
 
 import sys
 
-from .scenarios.adapters import ADAPTER_OPERATIONS, ADAPTER_STATES, adapter_state_run, judge_adapter_state
-from .scenarios.registry import _main, scenario
+from .scenarios.adapters import ADAPTER_OPERATIONS, ADAPTER_STATES, adapter_scenario
+from .scenarios.registry import _main
 
 
 ADAPTER_STATE_SCENARIOS = {}
@@ -18,14 +18,13 @@ ADAPTER_STATE_SCENARIOS = {}
 
 for _operation in ADAPTER_OPERATIONS:
     for _state in ADAPTER_STATES:
-        scenario(
+        adapter_scenario(
             f"{_operation} {_state}",
-            patch=None,
-            summary=f"{_operation} on a tiny SD pipeline offloaded in {_state} mode on the CPU vs. no offload",
-            text="max abs diff to the un-offloaded pipeline's outputs {diffs}",
-            judge=judge_adapter_state,
+            _operation,
+            _state,
+            f"{_operation} on a tiny SD pipeline in the {_state} state on the CPU vs. in no such state",
             registry=ADAPTER_STATE_SCENARIOS,
-        )(adapter_state_run(_operation, _state))
+        )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..judges import close
 from ..tiny_pipelines import load_tiny_sd_pipeline, save_tiny_sd_pipeline, tiny_word_tokenizer
 from .common import _encode, _text_encoder_lora, _unet_output
-from .registry import scenario
+from .registry import SCENARIOS, scenario
 
 
 ADAPTER_STATES = ("sequential", "model", "group-leaf-disk", "group-block-disk", "compiled")
@@ -206,46 +206,55 @@ def adapter_state_run(operation, state):
     return run
 
 
-_TEXT = "max abs diff to the un-offloaded pipeline's outputs {diffs}"
+def adapter_scenario(name, operation, state, summary, patch=None, registry=SCENARIOS):
+    """Registers `operation` in `state` as the scenario `name`, judged against the operation in no such state."""
+    scenario(
+        name,
+        patch=patch,
+        summary=summary,
+        text="max abs diff to the outputs in no such state {diffs}",
+        judge=judge_adapter_state,
+        registry=registry,
+    )(adapter_state_run(operation, state))
 
-scenario(
-    "lora-loaded-group-offloaded-to-disk",
-    patch="group-offload-to-disk-survives-lora-loading.patch",
-    summary="tiny SD pipeline group offloaded to disk at leaf level, then load_lora_weights, vs. no offload",
-    text=_TEXT,
-    judge=judge_adapter_state,
-)(adapter_state_run("load_lora_weights", "group-leaf-disk"))
 
-scenario(
-    "save-pretrained-group-offloaded-to-disk",
-    patch="save-weights-group-offloaded-to-disk.patch",
-    summary="tiny SD pipeline group offloaded to disk at block level: save_pretrained, reloaded, vs. no offload",
-    text=_TEXT,
-    judge=judge_adapter_state,
-)(adapter_state_run("save_pretrained, reloaded", "group-block-disk"))
-
-scenario(
-    "textual-inversion-group-offloaded-to-disk",
-    patch="textual-inversion-on-offloaded-text-encoders.patch",
-    summary="tiny SD pipeline group offloaded to disk at leaf level: load_textual_inversion, unload, vs. no offload",
-    text=_TEXT,
-    judge=judge_adapter_state,
-)(adapter_state_run("load_textual_inversion, unload", "group-leaf-disk"))
-
-scenario(
-    "save-lora-adapter-sequentially-offloaded",
-    patch="save-lora-adapters-of-offloaded-models.patch",
-    summary="tiny SD pipeline under enable_sequential_cpu_offload(device='cpu'): a LoRA loaded, unet.save_lora_adapter, "
-    "reloaded, vs. no offload",
-    text=_TEXT,
-    judge=judge_adapter_state,
-)(adapter_state_run("save_lora_adapter, reloaded", "sequential"))
-
-scenario(
-    "lora-set-adapters-compiled",
-    patch="adapter-operations-on-compiled-models.patch",
-    summary="tiny SD pipeline with torch.compile'd unet and text encoder (eager backend): two LoRAs, set_adapters with "
-    "weights, vs. not compiled",
-    text=_TEXT,
-    judge=judge_adapter_state,
-)(adapter_state_run("set_adapters (two, weighted)", "compiled"))
+for _name, _operation, _state, _patch, _summary in (
+    (
+        "lora-loaded-group-offloaded-to-disk",
+        "load_lora_weights",
+        "group-leaf-disk",
+        "group-offload-to-disk-survives-lora-loading.patch",
+        "tiny SD pipeline group offloaded to disk at leaf level, then load_lora_weights, vs. no offload",
+    ),
+    (
+        "save-pretrained-group-offloaded-to-disk",
+        "save_pretrained, reloaded",
+        "group-block-disk",
+        "save-weights-group-offloaded-to-disk.patch",
+        "tiny SD pipeline group offloaded to disk at block level: save_pretrained, reloaded, vs. no offload",
+    ),
+    (
+        "textual-inversion-group-offloaded-to-disk",
+        "load_textual_inversion, unload",
+        "group-leaf-disk",
+        "textual-inversion-on-offloaded-text-encoders.patch",
+        "tiny SD pipeline group offloaded to disk at leaf level: load_textual_inversion, unload, vs. no offload",
+    ),
+    (
+        "save-lora-adapter-sequentially-offloaded",
+        "save_lora_adapter, reloaded",
+        "sequential",
+        "save-lora-adapters-of-offloaded-models.patch",
+        "tiny SD pipeline under enable_sequential_cpu_offload(device='cpu'): a LoRA loaded, unet.save_lora_adapter, "
+        "reloaded, vs. no offload",
+    ),
+    (
+        "lora-set-adapters-compiled",
+        "set_adapters (two, weighted)",
+        "compiled",
+        "adapter-operations-on-compiled-models.patch",
+        "tiny SD pipeline with torch.compile'd unet and text encoder (eager backend): two LoRAs, set_adapters with "
+        "weights, vs. not compiled",
+    ),
+):
+    adapter_scenario(_name, _operation, _state, _summary, patch=_patch)
