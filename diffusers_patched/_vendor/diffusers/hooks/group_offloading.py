@@ -1231,6 +1231,21 @@ def _remove_group_offloading(module: torch.nn.Module) -> GroupOffloadingConfig |
     return top_level_group_offload_hook.config
 
 
+@contextmanager
+def _without_group_offloading(module: torch.nn.Module):
+    r"""
+    Removes group offloading from the module while its submodules are removed (LoRA layers, for example), then applies
+    it again to the modules it holds. Removed first, so that the groups of the removed modules restore their tensors
+    and remove their files too.
+    """
+    config = _remove_group_offloading(module)
+    try:
+        yield
+    finally:
+        if config is not None:
+            _apply_group_offloading(module, config)
+
+
 def _maybe_remove_and_reapply_group_offloading(module: torch.nn.Module) -> None:
     r"""
     Removes the group offloading hook from the module and re-applies it. This is useful when the module has been

@@ -206,7 +206,10 @@ def enable_lora_for_text_encoder(text_encoder: "PreTrainedModel" | None = None):
 
 
 def _remove_text_encoder_monkey_patch(text_encoder):
-    recurse_remove_peft_layers(text_encoder)
+    from ..hooks.group_offloading import _without_group_offloading
+
+    with _without_group_offloading(text_encoder):
+        recurse_remove_peft_layers(text_encoder)
     if getattr(text_encoder, "peft_config", None) is not None:
         del text_encoder.peft_config
         text_encoder._hf_peft_config_loaded = None
@@ -1103,8 +1106,11 @@ class LoraBaseMixin:
                 if issubclass(model.__class__, ModelMixin):
                     model.delete_adapters(adapter_names)
                 elif issubclass(model.__class__, PreTrainedModel):
-                    for adapter_name in adapter_names:
-                        delete_adapter_layers(model, adapter_name)
+                    from ..hooks.group_offloading import _without_group_offloading
+
+                    with _without_group_offloading(model):
+                        for adapter_name in adapter_names:
+                            delete_adapter_layers(model, adapter_name)
 
     def get_active_adapters(self) -> list[str]:
         """

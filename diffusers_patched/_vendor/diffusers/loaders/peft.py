@@ -24,7 +24,7 @@ import safetensors
 import torch
 
 from ..hooks import HookRegistry
-from ..hooks.group_offloading import _maybe_remove_and_reapply_group_offloading
+from ..hooks.group_offloading import _without_group_offloading
 from ..hooks.layerwise_casting import (
     _LAYERWISE_CASTING_HOOK,
     _PEFT_AUTOCAST_DISABLE_HOOK,
@@ -817,16 +817,14 @@ class PeftAdapterMixin:
         if not USE_PEFT_BACKEND:
             raise ValueError("PEFT backend is required for `unload_lora()`.")
 
-        from ..hooks.group_offloading import _maybe_remove_and_reapply_group_offloading
         from ..utils import recurse_remove_peft_layers
 
-        recurse_remove_peft_layers(self)
+        with _without_group_offloading(self):
+            recurse_remove_peft_layers(self)
         if hasattr(self, "peft_config"):
             del self.peft_config
         if hasattr(self, "_hf_peft_config_loaded"):
             self._hf_peft_config_loaded = None
-
-        _maybe_remove_and_reapply_group_offloading(self)
 
     def disable_lora(self):
         """
@@ -903,14 +901,13 @@ class PeftAdapterMixin:
         if isinstance(adapter_names, str):
             adapter_names = [adapter_names]
 
-        for adapter_name in adapter_names:
-            delete_adapter_layers(self, adapter_name)
+        with _without_group_offloading(self):
+            for adapter_name in adapter_names:
+                delete_adapter_layers(self, adapter_name)
 
-            # Pop also the corresponding adapter from the config
-            if hasattr(self, "peft_config"):
-                self.peft_config.pop(adapter_name, None)
-
-        _maybe_remove_and_reapply_group_offloading(self)
+                # Pop also the corresponding adapter from the config
+                if hasattr(self, "peft_config"):
+                    self.peft_config.pop(adapter_name, None)
 
     def enable_lora_hotswap(
         self, target_rank: int = 128, check_compiled: Literal["error", "warn", "ignore"] = "error"
