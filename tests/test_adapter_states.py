@@ -1,7 +1,14 @@
-"""Every adapter operation on a tiny SD pipeline in every offload state, and compiled, on both sides: docs/adapters.md's
-table is what this measures (diffusers_patched/selftest/adapter_states.py)."""
+"""Every adapter operation on a tiny SD pipeline in every offload state, and compiled, on both sides, and adapters
+swapped in and out in each state until the memory in use must come back: docs/adapters.md's tables are what this
+measures (diffusers_patched/selftest/adapter_states.py)."""
 
-from diffusers_patched.selftest.adapter_states import ADAPTER_OPERATIONS, ADAPTER_STATE_SCENARIOS, ADAPTER_STATES
+from diffusers_patched.selftest.adapter_states import (
+    ADAPTER_OPERATIONS,
+    ADAPTER_STATE_SCENARIOS,
+    ADAPTER_STATES,
+    SWAP_STATES,
+    SWAPS_ROW,
+)
 from diffusers_patched.selftest.judges import RIGHT, holds
 from tests.conftest import REPO_ROOT
 from tests.support.assertions import both_sides_table, figures_off_the_margin, without_figures
@@ -15,11 +22,14 @@ def test_every_adapter_operation_in_every_offload_state_and_the_table_is_measure
     verdicts = {name: patched[name].verdict(ADAPTER_STATE_SCENARIOS[name]) for name in names}
     assert {name: verdict for name, verdict in verdicts.items() if not holds(verdict[0])} == {}
     assert figures_off_the_margin(upstream) == figures_off_the_margin(patched) == {}
-    upstream_right = sum(upstream[name].verdict(ADAPTER_STATE_SCENARIOS[name])[0] == RIGHT for name in names)
-    summary = f"Upstream gets {upstream_right} of the {len(names)} cells right"
-    table = both_sides_table(
-        "operation", ADAPTER_OPERATIONS, ADAPTER_STATES, ADAPTER_STATE_SCENARIOS, upstream, patched
-    )
+    cells = [f"{operation} {state}" for operation in ADAPTER_OPERATIONS for state in ADAPTER_STATES]
+    upstream_right = sum(upstream[name].verdict(ADAPTER_STATE_SCENARIOS[name])[0] == RIGHT for name in cells)
+    summary = f"Upstream gets {upstream_right} of the {len(cells)} cells right"
+    tables = [
+        both_sides_table("operation", ADAPTER_OPERATIONS, ADAPTER_STATES, ADAPTER_STATE_SCENARIOS, upstream, patched),
+        both_sides_table("memory", [SWAPS_ROW], SWAP_STATES, ADAPTER_STATE_SCENARIOS, upstream, patched),
+    ]
     doc = (REPO_ROOT / "docs" / "adapters.md").read_text()
     assert summary in doc, summary
-    assert without_figures(table) in without_figures(doc), table
+    for table in tables:
+        assert without_figures(table) in without_figures(doc), table

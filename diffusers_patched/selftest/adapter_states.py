@@ -9,7 +9,13 @@ offload_modes.py).
 
 import sys
 
-from .scenarios.adapters import ADAPTER_OPERATIONS, ADAPTER_STATES, adapter_scenario
+from .scenarios.adapters import (
+    ADAPTER_OPERATIONS,
+    ADAPTER_STATES,
+    ADAPTER_SWAPS,
+    adapter_scenario,
+    adapter_swaps_scenario,
+)
 from .scenarios.registry import _main
 
 
@@ -25,6 +31,18 @@ for _operation in ADAPTER_OPERATIONS:
             f"{_operation} on a tiny SD pipeline in the {_state} state on the CPU vs. in no such state",
             registry=ADAPTER_STATE_SCENARIOS,
         )
+
+# Memory: the same pipeline in each state and in none, adapters of new names swapped in and out.
+SWAPS_ROW = f"{ADAPTER_SWAPS} adapter swaps"
+SWAP_STATES = ("plain", *ADAPTER_STATES)
+for _state in SWAP_STATES:
+    adapter_swaps_scenario(
+        f"{SWAPS_ROW} {_state}",
+        _state,
+        f"LoRAs of new names swapped in and out {ADAPTER_SWAPS} times on a tiny SD pipeline in the {_state} state on "
+        "the CPU: the live tensors, the offload files and RSS come back to what they were, and so do the outputs",
+        registry=ADAPTER_STATE_SCENARIOS,
+    )
 
 
 if __name__ == "__main__":

@@ -97,9 +97,10 @@ def verdict_cell(outcome, scenario):
 
 
 def without_figures(table):
-    """The table with its max abs diffs left out: they are float32 rounding, which differs from one machine to the next
-    (the doc's are those of the machine it was measured on); the verdicts and the tolerance do not."""
-    return re.sub(r"max abs diff \S+", "max abs diff ...", table)
+    """The table with its max abs diffs and RSS figures left out: float32 rounding, and what the allocator keeps,
+    differ from one machine to the next (the doc's are those of the machine it was measured on); the verdicts and the
+    bounds do not."""
+    return re.sub(r"RSS \S+ MiB \(", "RSS ... MiB (", re.sub(r"max abs diff \S+", "max abs diff ...", table))
 
 
 def both_sides_table(first_header, rows, columns, scenarios, upstream, patched):

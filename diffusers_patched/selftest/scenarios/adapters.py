@@ -6,7 +6,7 @@ import functools
 import tempfile
 from pathlib import Path
 
-from ..judges import close
+from ..judges import WRONG, close
 from ..tiny_pipelines import load_tiny_sd_pipeline, save_tiny_sd_pipeline, tiny_word_tokenizer
 from .common import _encode, _text_encoder_lora, _unet_output
 from .registry import SCENARIOS, scenario
@@ -192,6 +192,101 @@ def _put_in_state(pipe, state, workdir):
 
 def judge_adapter_state(result):
     return close(result["diffs"], what="max abs diff")
+
+
+# RSS also counts what the allocator keeps and what the interpreter caches: a bound for gross leaks only, such as a
+# model's weights kept each swap; the live tensors and the offload files must come back exactly.
+RSS_BOUND_MIB = 32
+ADAPTER_SWAPS = 2
+
+
+def _swap_adapters(pipe, swap):
+    """What a user does between images, with LoRAs of new names each time: two loaded and weighted, fused and
+    unfused, one deleted, a pipeline call, and all unloaded."""
+    first, second = f"first-{swap}", f"second-{swap}"
+    pipe.load_lora_weights(_lora(), adapter_name=first)
+    pipe.load_lora_weights(_lora(scale=-0.5), adapter_name=second)
+    pipe.set_adapters([first, second], adapter_weights=[0.5, 1.5])
+    pipe.fuse_lora(components=["text_encoder", "unet"])
+    pipe.unfuse_lora(components=["text_encoder", "unet"])
+    pipe.delete_adapters(first)
+    _outputs(pipe)
+    pipe.unload_lora_weights()
+
+
+def _memory_in_use(offload_dir):
+    """(bytes of the live tensors' storages, offload files, their bytes, RSS in MiB) after a garbage collection, and
+    after glibc returned the memory it can (`malloc_trim`, where the C library has it)."""
+    import ctypes
+    import ctypes.util
+    import gc
+    import os
+
+    import torch
+
+    gc.collect()
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    if hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+    storages = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, torch.Tensor) and obj.device.type != "meta":
+            storage = obj.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+    files = [path for path in Path(offload_dir).rglob("*") if path.is_file()]
+    with open("/proc/self/statm") as statm:
+        rss = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return sum(storages.values()), len(files), sum(path.stat().st_size for path in files), rss / 2**20
+
+
+def adapter_swaps_run(state):
+    def run(workdir):
+        # The LoRAs are made from the saved pipeline once per interpreter: made before the baseline, as a user's are.
+        _lora_of_the_saved_pipeline()
+        pipe = load_tiny_sd_pipeline(_saved_pipeline())
+        if state != "plain":
+            _put_in_state(pipe, state, workdir)
+        before = _outputs(pipe)
+        in_use = [_memory_in_use(workdir)]
+        diffs = []
+        for swap in range(ADAPTER_SWAPS):
+            _swap_adapters(pipe, swap)
+            diffs += [(output - expected).abs().max().item() for output, expected in zip(_outputs(pipe), before)]
+            in_use.append(_memory_in_use(workdir))
+        return {"diffs": diffs, "in_use": in_use}
+
+    return run
+
+
+def judge_adapter_swaps(result):
+    (tensor_bytes, files, file_bytes, rss), *after = result["in_use"]
+    growth = [
+        (swap_tensor_bytes - tensor_bytes, swap_files - files, swap_file_bytes - file_bytes)
+        for swap_tensor_bytes, swap_files, swap_file_bytes, _ in after
+    ]
+    rss_growth = max(swap_rss for *_, swap_rss in after) - rss
+    memory = (
+        f"after each swap: live tensors {', '.join(f'{grown[0]:+d}' for grown in growth)} bytes, offload files "
+        f"{', '.join(f'{grown[1]:+d} ({grown[2]:+d} bytes)' for grown in growth)} (0 expected), "
+        f"RSS {rss_growth:+.1f} MiB (bound {RSS_BOUND_MIB} MiB)"
+    )
+    verdict, figure = close(result["diffs"], what="max abs diff")
+    if any(any(grown) for grown in growth) or rss_growth > RSS_BOUND_MIB:
+        verdict = WRONG
+    return verdict, f"{memory}; outputs against those before the swaps: {figure}"
+
+
+def adapter_swaps_scenario(name, state, summary, registry):
+    """Registers swapping adapters ADAPTER_SWAPS times in `state` as the scenario `name`: the memory in use and the
+    outputs must come back to what they were before."""
+    scenario(
+        name,
+        patch=None,
+        summary=summary,
+        text="{in_use}; max abs diff to the outputs before the swaps {diffs}",
+        judge=judge_adapter_swaps,
+        registry=registry,
+    )(adapter_swaps_run(state))
 
 
 def adapter_state_run(operation, state):
