@@ -400,6 +400,15 @@ def _load_lora_into_text_encoder(
             metadata = {k.removeprefix(f"{prefix}."): v for k, v in metadata.items() if k.startswith(f"{prefix}.")}
 
     if len(state_dict) > 0:
+        # transformers' `load_adapter` reads the weights that a `device_map` puts on "disk" from the model's checkpoint
+        # files, and an adapter state dict has none: it raises an `IndexError` once the LoRA layers are injected.
+        if "disk" in (getattr(text_encoder, "hf_device_map", None) or {}).values():
+            raise ValueError(
+                f"Cannot load a LoRA into {text_encoder.__class__.__name__}: its `device_map` offloads modules to "
+                "'disk', where transformers' `load_adapter` cannot load LoRA weights. Load it without 'disk' in its "
+                "`device_map` (to offload it, use the pipeline's `enable_sequential_cpu_offload()` or "
+                "`enable_group_offload(..., offload_to_disk_path=...)`), or load a LoRA without weights for it."
+            )
         logger.info(f"Loading {prefix}.")
         rank = {}
         state_dict = convert_state_dict_to_diffusers(state_dict)
