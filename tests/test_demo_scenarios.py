@@ -129,6 +129,21 @@ def test_lora_set_adapters_compiled(patched_outcomes):
     assert_close_to_reference(result_of(patched_outcomes["lora-set-adapters-compiled"])["diffs"], 6)
 
 
+def test_lora_refused_for_text_encoder_offloaded_to_disk_upstream(upstream_outcomes):
+    # Upstream takes the user's dispatch for the pipeline's sequential offloading and applies that again.
+    assert_raised(
+        upstream_outcomes["lora-refused-for-text-encoder-offloaded-to-disk"],
+        "RuntimeError",
+        "`enable_sequential_cpu_offload` requires accelerator, but not found",
+    )
+
+
+def test_lora_refused_for_text_encoder_offloaded_to_disk(patched_outcomes):
+    refused = result_of(patched_outcomes["lora-refused-for-text-encoder-offloaded-to-disk"])["refused"]
+    assert refused.startswith("Cannot load a LoRA into CLIPTextModel: its `device_map` offloads modules to 'disk'")
+    assert "enable_sequential_cpu_offload()" in refused
+
+
 def test_every_scenario_names_a_patch_of_the_series():
     series = Project(REPO_ROOT).read_series()
     assert {name: scenario.patch for name, scenario in SCENARIOS.items() if scenario.patch not in series} == {}
