@@ -126,7 +126,9 @@ LEFT_OUT_TOGETHER = {
         "size-quanto-and-torchao-components-as-they-will-be-loaded.patch",
     ],
     "textual-inversion-on-offloaded-text-encoders.patch": ["adapter-operations-on-compiled-models.patch"],
-    "upcast-the-lora-layers-loaded-after-enable-layerwise.patch": ["group-offload-to-disk-survives-lora-loading.patch"],
+    "upcast-the-lora-layers-loaded-after-enable-layerwise.patch": [
+        "group-offload-to-disk-survives-lora-loading.patch"
+    ],
     "vq-and-consistency-decoder-vaes-support-group-offloading.patch": [
         "offloading-preloads-the-modules-that-declare-it.patch",
         "offloading-onloads-before-forward-pre-hooks.patch",
