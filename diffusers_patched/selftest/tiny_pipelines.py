@@ -1272,6 +1272,23 @@ def nudge_weights(model):
                 param.copy_(torch.nextafter(param, torch.tensor(float("inf"), dtype=param.dtype)))
 
 
+def apply_offload_mode(pipe, mode, offload_dir):
+    """Offload `pipe` on the CPU in `mode` (OFFLOAD_MODES), the group modes to disk in `offload_dir`."""
+    import torch
+
+    if mode == "sequential":
+        pipe.enable_sequential_cpu_offload(device="cpu")
+    elif mode == "model":
+        pipe.enable_model_cpu_offload(device="cpu")
+    else:
+        pipe.enable_group_offload(
+            onload_device=torch.device("cpu"),
+            offload_type={"group-leaf": "leaf_level", "group-block": "block_level"}[mode],
+            num_blocks_per_group=1,
+            offload_to_disk_path=str(offload_dir),
+        )
+
+
 def offload_diff(pipeline, mode, nudge_reference=False):
     """Max abs diff of the tiny `pipeline`'s output offloaded in `mode` (on the CPU) to its output without offloading.
 
@@ -1294,17 +1311,7 @@ def offload_diff(pipeline, mode, nudge_reference=False):
     pipe, run = make()
     pipe.set_progress_bar_config(disable=True)
     with tempfile.TemporaryDirectory() as offload_dir:
-        if mode == "sequential":
-            pipe.enable_sequential_cpu_offload(device="cpu")
-        elif mode == "model":
-            pipe.enable_model_cpu_offload(device="cpu")
-        else:
-            pipe.enable_group_offload(
-                onload_device=torch.device("cpu"),
-                offload_type={"group-leaf": "leaf_level", "group-block": "block_level"}[mode],
-                num_blocks_per_group=1,
-                offload_to_disk_path=offload_dir,
-            )
+        apply_offload_mode(pipe, mode, offload_dir)
         with torch.no_grad():
             output = run(pipe)
     return (output - expected).abs().max().item()

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from ..judges import REFUSED, WRONG, close
-from ..tiny_pipelines import load_tiny_sd_pipeline, save_tiny_sd_pipeline, tiny_word_tokenizer
+from ..tiny_pipelines import apply_offload_mode, load_tiny_sd_pipeline, save_tiny_sd_pipeline, tiny_word_tokenizer
 from .common import _encode, _text_encoder_lora, _unet_output
 from .registry import SCENARIOS, scenario
 
@@ -193,21 +193,12 @@ def _put_in_state(pipe, state, workdir):
             children = [child for child, _ in model.named_children()]
             device_map = {child: "disk" if i % 2 else "cpu" for i, child in enumerate(children)}
             dispatch_model(model, device_map=device_map, offload_dir=str(workdir / name), main_device="cpu")
-    elif state == "sequential":
-        pipe.enable_sequential_cpu_offload(device="cpu")
-    elif state == "model":
-        pipe.enable_model_cpu_offload(device="cpu")
     elif state == "compiled":
         # The eager backend needs no compiler; `_run` runs the models they wrap.
         pipe.unet = torch.compile(pipe.unet, backend="eager")
         pipe.text_encoder = torch.compile(pipe.text_encoder, backend="eager")
     else:
-        pipe.enable_group_offload(
-            onload_device=torch.device("cpu"),
-            offload_type={"group-leaf-disk": "leaf_level", "group-block-disk": "block_level"}[state],
-            num_blocks_per_group=1,
-            offload_to_disk_path=str(workdir / "offload"),
-        )
+        apply_offload_mode(pipe, state.removesuffix("-disk"), workdir / "offload")
 
 
 def judge_adapter_state(result):
