@@ -181,7 +181,6 @@ NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
     "fuse-lora-into-offloaded-weights.patch",
     "size-quanto-and-torchao-components-as-they-will-be-loaded.patch",
     "refuse-to-sequentially-offload-quanto-weights.patch",
-    "offloading-preloads-the-modules-that-declare-it.patch",
 ]
 
 
