@@ -16,7 +16,7 @@ GROUP_OFFLOADING_TESTS = [
     "tests/hooks/test_group_offloading_unmatched_modules.py",
     "tests/hooks/test_offloading_forward_pre_hooks.py::TestOffloadingForwardPreHooks::test_group_offloading",
     "tests/hooks/test_offloading_preload_submodules.py::TestOffloadingPreloadSubmodules::test_group_offloading",
-    "tests/lora/test_lora_keeps_accelerate_hooks.py::LoraKeepsAccelerateHooksTests::"
+    "tests/lora/test_lora_keeps_accelerate_hooks.py::TestLoraKeepsAccelerateHooks::"
     "test_fuse_lora_into_weights_group_offloaded_to_disk",
     "tests/lora/test_save_lora_adapter_offloaded.py::TestSaveLoraAdapterOffloaded::test_save_lora_adapter[group_",
     "tests/models/autoencoders/test_models_audio_vae_offloading.py",
