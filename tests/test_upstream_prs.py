@@ -176,7 +176,6 @@ NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
     "audio-vaes-support-group-offloading.patch",
     "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
     "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
-    "upcast-the-lora-layers-loaded-after-enable-layerwise.patch",
     "size-quanto-and-torchao-components-as-they-will-be-loaded.patch",
     "refuse-to-sequentially-offload-quanto-weights.patch",
 ]
