@@ -69,6 +69,7 @@ def test_upstream_verdicts_are_not_right(upstream_outcomes):
         "quanto-torchao-gguf-planned-at-loaded-size",
         "save-model-with-lora-injected",
         "save-pretrained-group-offloaded-to-disk",
+        "single-file-comfyui-fp8-scaled",
         "single-file-wan22-detection",
     ]
     # Where they are numbers, each is at least MARGIN times the tolerance (or NaN): glm-image's 0.02 to 0.06 (the
@@ -320,6 +321,18 @@ def test_single_file_t5_text_encoder(patched_outcomes):
     result = result_of(patched_outcomes["single-file-t5-text-encoder"])
     assert result["meta_tensors"] == 0 and result["tied"]
     assert_close_to_reference(result["diffs"], 3)
+
+
+# dequantize-scaled-weights-of-single-files: upstream takes the float8 values for the weights and drops their scales.
+@upstream
+def test_single_file_comfyui_fp8_scaled_upstream(upstream_outcomes):
+    result = result_of(upstream_outcomes["single-file-comfyui-fp8-scaled"])
+    assert_clearly_wrong([result["scale_weight_file_diff"], result["comfy_quant_file_diff"]])
+
+
+def test_single_file_comfyui_fp8_scaled(patched_outcomes):
+    result = result_of(patched_outcomes["single-file-comfyui-fp8-scaled"])
+    assert_close_to_reference([result["scale_weight_file_diff"], result["comfy_quant_file_diff"]], 2)
 
 
 # gguf-parameter-keeps-quant-type-when-rebuilt and gguf-dequantized-weights-stay-parameters.

@@ -403,3 +403,84 @@ def ltx2_3_single_file(workdir):
         "transformer_diff": transformer_diff.abs().max().item(),
         "vae_diff": vae_diff.abs().max().item(),
     }
+
+
+def _comfyui_scaled_fp8_checkpoint(model, comfy_quant):
+    """A ComfyUI "fp8 scaled" checkpoint of a Wan transformer (original key names), and the model with the weights it
+    encodes: each block's linear weights stored as float8 values with a scale per tensor, either as a `scale_weight`
+    and a `scaled_fp8` marker key or as a `weight_scale` and `comfy_quant` metadata (its format as JSON bytes)."""
+    import json
+
+    import torch
+
+    from ..tiny_checkpoints import _wan_key_to_original, wan_original_state_dict
+
+    fp8_max = torch.finfo(torch.float8_e4m3fn).max
+    reference = copy.deepcopy(model)
+    checkpoint = {}
+    with torch.no_grad():
+        for name, module in reference.named_modules():
+            if not (name.startswith("blocks.") and isinstance(module, torch.nn.Linear)):
+                continue
+            scale = module.weight.abs().amax() / fp8_max
+            stored = (module.weight / scale).to(torch.float8_e4m3fn)
+            module.weight.copy_(stored.float() * scale)
+            original = "model.diffusion_model." + _wan_key_to_original(name)
+            checkpoint[f"{original}.weight"] = stored
+            if comfy_quant:
+                checkpoint[f"{original}.weight_scale"] = scale
+                checkpoint[f"{original}.comfy_quant"] = torch.tensor(
+                    list(json.dumps({"format": "float8_e4m3fn"}).encode()), dtype=torch.uint8
+                )
+            else:
+                checkpoint[f"{original}.scale_weight"] = scale
+    for key, value in wan_original_state_dict(reference, check=False).items():
+        checkpoint.setdefault(key, value)
+    if not comfy_quant:
+        checkpoint["model.diffusion_model.scaled_fp8"] = torch.empty(0, dtype=torch.float8_e4m3fn)
+    return checkpoint, reference
+
+
+def _judge_comfyui_fp8_scaled(result):
+    return close(
+        [result["scale_weight_file_diff"], result["comfy_quant_file_diff"]],
+        what="forward max abs diff to the model with the weights the file encodes",
+        scale=result["output_magnitude"],
+    )
+
+
+@scenario(
+    "single-file-comfyui-fp8-scaled",
+    patch="dequantize-scaled-weights-of-single-files.patch",
+    summary="ComfyUI fp8 scaled single files of a Wan transformer (`scale_weight` + `scaled_fp8`; `comfy_quant`)",
+    text=(
+        "forward max abs diff to the model with the weights each file encodes (stored value x scale): "
+        "`scale_weight` file {scale_weight_file_diff}, `comfy_quant` file {comfy_quant_file_diff}; output magnitude "
+        "{output_magnitude}"
+    ),
+    judge=_judge_comfyui_fp8_scaled,
+)
+def comfyui_fp8_scaled(workdir):
+    import torch
+
+    from ..tiny_checkpoints import (
+        build_wan,
+        load_wan_single_file,
+        wan_config,
+        wan_inputs,
+        write_config_dir,
+        write_safetensors,
+    )
+
+    config = write_config_dir("WanTransformer3DModel", wan_config(), str(workdir / "config"))
+    model = build_wan(wan_config())
+    inputs = wan_inputs(wan_config())
+    result = {}
+    for fmt in ("scale_weight", "comfy_quant"):
+        checkpoint, reference = _comfyui_scaled_fp8_checkpoint(model, comfy_quant=fmt == "comfy_quant")
+        path = write_safetensors(checkpoint, str(workdir / f"wan_fp8_{fmt}.safetensors"))
+        loaded = load_wan_single_file(path, config)
+        with torch.no_grad():
+            expected = reference(**inputs)[0]
+            result[f"{fmt}_file_diff"] = (loaded(**inputs)[0] - expected).abs().max().item()
+    return {**result, "output_magnitude": expected.abs().max().item()}

@@ -59,6 +59,7 @@ from .single_file_utils import (
     convert_mochi_transformer_checkpoint_to_diffusers,
     convert_qwen_image21_transformer_checkpoint_to_diffusers,
     convert_sana_transformer_to_diffusers,
+    convert_scaled_weights_to_dtype,
     convert_sd3_transformer_checkpoint_to_diffusers,
     convert_stable_cascade_unet_single_file_to_diffusers,
     convert_wan_animate_2_transformer_to_diffusers,
@@ -482,6 +483,8 @@ class FromOriginalModelMixin:
             checkpoint = hf_quantizer.maybe_update_state_dict(checkpoint)
 
         else:
+            # without a quantization config, weights stored scaled would be loaded as if they were the stored values
+            checkpoint = convert_scaled_weights_to_dtype(checkpoint, torch_dtype)
             hf_quantizer = None
 
         mapping_functions = SINGLE_FILE_LOADABLE_CLASSES[mapping_class_name]

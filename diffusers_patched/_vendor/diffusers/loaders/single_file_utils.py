@@ -15,6 +15,7 @@
 """Conversion script for the Stable Diffusion checkpoints."""
 
 import copy
+import json
 import os
 import re
 from contextlib import nullcontext
@@ -537,6 +538,71 @@ def load_single_file_checkpoint(
     while "state_dict" in checkpoint:
         checkpoint = checkpoint["state_dict"]
 
+    return checkpoint
+
+
+# ComfyUI's `comfy_quant` formats whose weights are the stored values times `weight_scale`, with one scale per tensor
+# or per output row.
+COMFY_QUANT_SCALED_FORMATS = {"float8_e4m3fn", "float8_e5m2", "int8_tensorwise"}
+
+
+def convert_scaled_weights_to_dtype(checkpoint, dtype=None):
+    """
+    Dequantizes the weights a checkpoint stores as low-precision values with a scale: ComfyUI's "fp8 scaled"
+    checkpoints (a `scale_weight` per weight and a `scaled_fp8` marker key, or a `weight_scale` and `comfy_quant`
+    metadata per layer) and BFL's fp8 checkpoints (a `weight_scale` per output row). Loaded as they are, the stored
+    values would be taken for the weights. Returns a new state dict with those weights multiplied by their scales in
+    `dtype` (float32 if `None`) and the scales and quantization metadata removed, or `checkpoint` itself if it holds
+    no scaled weights. Formats that are not a scale per tensor or per row are refused, naming the format.
+    """
+    quantized_dtypes = (torch.float8_e4m3fn, torch.float8_e5m2, torch.int8, torch.uint8)
+    layers = sorted(
+        layer
+        for layer, _ in (key.rsplit(".", 1) for key in checkpoint if key.endswith((".scale_weight", ".weight_scale")))
+        if f"{layer}.weight" in checkpoint and checkpoint[f"{layer}.weight"].dtype in quantized_dtypes
+    )
+    if not layers:
+        return checkpoint
+
+    dtype = dtype or torch.float32
+    checkpoint = dict(checkpoint)
+    for layer in layers:
+        weight = checkpoint[f"{layer}.weight"]
+        comfy_quant = checkpoint.pop(f"{layer}.comfy_quant", None)
+        if comfy_quant is not None:
+            quant_format = json.loads(bytes(comfy_quant.tolist()).decode("utf-8")).get("format")
+            if quant_format not in COMFY_QUANT_SCALED_FORMATS:
+                raise ValueError(
+                    f"`{layer}.weight` is stored in ComfyUI's `{quant_format}` format, which `from_single_file` cannot "
+                    f"load. Formats it dequantizes: {sorted(COMFY_QUANT_SCALED_FORMATS)}. Use a checkpoint of the "
+                    "model in one of these formats, in bfloat16 or in GGUF."
+                )
+        if f"{layer}.weight_scale_2" in checkpoint or weight.dtype == torch.uint8:
+            raise ValueError(
+                f"`{layer}.weight` is stored packed in a 4-bit format with two levels of scales (NVFP4), which "
+                "`from_single_file` cannot dequantize: pass the `quantization_config` of its format."
+            )
+        scale = checkpoint.pop(f"{layer}.scale_weight", None)
+        if scale is None:
+            scale = checkpoint.pop(f"{layer}.weight_scale")
+        if scale.numel() == 1:
+            scale = scale.reshape(())
+        elif scale.numel() == weight.shape[0]:
+            scale = scale.reshape(-1, *[1] * (weight.ndim - 1))
+        else:
+            raise ValueError(
+                f"`{layer}.weight` of shape {tuple(weight.shape)} has a scale of shape {tuple(scale.shape)}: "
+                "`from_single_file` dequantizes weights with one scale per tensor or per output row, not block-wise "
+                "scales."
+            )
+        checkpoint[f"{layer}.weight"] = (weight.to(torch.float32) * scale.to(torch.float32)).to(dtype)
+        # scales of the activations, only used by fp8 matmuls
+        checkpoint.pop(f"{layer}.scale_input", None)
+        checkpoint.pop(f"{layer}.input_scale", None)
+
+    for key in [key for key in checkpoint if key.rsplit(".", 1)[-1] == "scaled_fp8"]:
+        checkpoint.pop(key)
+    logger.info(f"Dequantized {len(layers)} weights the checkpoint stores scaled into {dtype}.")
     return checkpoint
 
 
