@@ -50,6 +50,10 @@ NOT_CARRIED_TO_0_37_1 = {
     "tests/pipelines/ace_step/test_ace_step_group_offload.py",
 }
 
+NO_QUANTIZER = "diffusers {release} has no {quantizer} quantizer (added in {added}): the test cannot import its config"
+SDNQ_LORA_TEST = "tests/lora/test_lora_flux_sdnq.py"
+BFL_LORA_TEST = "tests/lora/test_lora_flux_bfl_nvfp4.py"
+
 CARRIED_TESTS_FAILING = {
     release: {
         **{
@@ -67,6 +71,15 @@ CARRIED_TESTS_FAILING = {
             if release != "0.40.0"
             else {}
         ),
+        **(
+            {SDNQ_LORA_TEST: NO_QUANTIZER.format(release=release, quantizer="SDNQ", added="0.40.0")}
+            if release != "0.40.0"
+            else {}
+        ),
+        BFL_LORA_TEST: NO_QUANTIZER.format(release=release, quantizer="BFL", added="0.42.0"),
     }
     for release in ("0.37.1", "0.38.0", "0.39.0", "0.40.0")
+}
+CARRIED_TESTS_FAILING["0.41.0"] = {
+    BFL_LORA_TEST: NO_QUANTIZER.format(release="0.41.0", quantizer="BFL", added="0.42.0"),
 }

@@ -18,8 +18,8 @@ upstream is right the patched side is right too, with the same outputs (tests/te
 
 What does not run on a CPU, and why (diffusers 0.42.1): diffusers' own bitsandbytes quantizer refuses without a GPU
 ("No GPU found"; the bitsandbytes row quantizes a pipeline's transformers text encoder, which runs on a CPU);
-Nunchaku's quantizer requires CUDA in `validate_environment`; SDNQ, ModelOpt and AutoRound are not in the verified stack
-(docs/parity.md).
+Nunchaku's quantizer requires CUDA in `validate_environment`; ModelOpt and AutoRound are not in the verified stack
+(docs/parity.md). SDNQ (diffusers 0.40.0 and later) runs on a CPU with its PyTorch kernels.
 """
 
 import logging
@@ -219,6 +219,13 @@ def _flows(workdir, family, load, save_kwargs=None):
     quantized, loaded, reported_missing = _loaded(load, lambda model: _output(model, inputs))
     reference = _effective_weights_reference(family, quantized)
     cells = {"load": {**_cell(lambda: ([loaded], [_output(reference, inputs)])), "reported_missing": reported_missing}}
+    # A backend that leaves every layer as it was (SDNQ skips small layers by default) would pass every flow vacuously.
+    unquantized = family.build()
+    linears = [name for name, module in reference.named_modules() if isinstance(module, torch.nn.Linear)]
+    quantized_linears = sum(
+        not torch.equal(reference.get_submodule(name).weight, unquantized.get_submodule(name).weight)
+        for name in linears
+    )
 
     def model_round_trip():
         model = load()
@@ -245,7 +252,7 @@ def _flows(workdir, family, load, save_kwargs=None):
             save_kwargs,
         )
     )
-    return {"cells": cells}
+    return {"cells": cells, "quantized_linears": f"{quantized_linears}/{len(linears)}"}
 
 
 def _quantized_while_loading(workdir, quantization_config, save_kwargs=None):
@@ -304,6 +311,26 @@ def torchao_int8_weight_only(workdir):
     return _quantized_while_loading(
         workdir, lambda: TorchAoConfig(Int8WeightOnlyConfig()), save_kwargs={"safe_serialization": False}
     )
+
+
+def _sdnq(workdir, weights_dtype):
+    from diffusers import SDNQConfig
+
+    # SDNQ leaves layers under 16384 elements unquantized by default: every layer of the tiny model is.
+    return _quantized_while_loading(
+        workdir,
+        lambda: SDNQConfig(weights_dtype=weights_dtype, minimum_allowed_numel=0, minimum_allowed_channel_size=0),
+    )
+
+
+@_parity("sdnq int8", "SDNQConfig(weights_dtype='int8', minimum_allowed_numel=0)")
+def sdnq_int8(workdir):
+    return _sdnq(workdir, "int8")
+
+
+@_parity("sdnq uint4", "SDNQConfig(weights_dtype='uint4', minimum_allowed_numel=0)")
+def sdnq_uint4(workdir):
+    return _sdnq(workdir, "uint4")
 
 
 @_parity("gguf Q8_0", "from_single_file of a Q8_0 GGUF file (Wan) with GGUFQuantizationConfig")

@@ -2176,6 +2176,9 @@ class FluxLoraLoaderMixin(LoraBaseMixin):
                 return weight.shape
 
         if base_module is not None:
+            # A quantized `Linear` may store its weight packed in another shape (SDNQ's 4-bit weights are flat).
+            if isinstance(base_module, torch.nn.Linear):
+                return torch.Size([base_module.out_features, base_module.in_features])
             return _get_weight_shape(base_module.weight)
         elif base_weight_param_name is not None:
             if not base_weight_param_name.endswith(".weight"):
