@@ -15,7 +15,7 @@ ENV_SWITCH = "DIFFUSERS_PATCHED"
 ENV_STRICT = "DIFFUSERS_PATCHED_STRICT"
 DISTRIBUTION = "diffusers-patched"
 # Extras whose dependencies count as the stack when installed (`dev` is this project's tooling, not the stack).
-STACK_EXTRAS = ("lora", "quanto", "torchao")
+STACK_EXTRAS = ("lora", "quanto", "torchao", "sdnq")
 _TRUE_VALUES = {"1", "true", "yes", "on"}
 # diffusers_patched.pth repeats these, to skip importing the package when it is switched off.
 _FALSE_VALUES = {"0", "false", "no", "off"}

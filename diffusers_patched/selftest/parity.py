@@ -23,6 +23,7 @@ Nunchaku's quantizer requires CUDA in `validate_environment`; ModelOpt and AutoR
 """
 
 import logging
+import os
 import sys
 
 from .judges import FAILS, RIGHT, WRONG, close
@@ -314,6 +315,9 @@ def torchao_int8_weight_only(workdir):
 
 
 def _sdnq(workdir, weights_dtype):
+    # On a CPU, sdnq compiles its dequantization with torch.compile (seconds at import and per layer shape); the flows
+    # judged here are diffusers', which its eager dequantization runs the same.
+    os.environ.setdefault("SDNQ_USE_TORCH_COMPILE", "0")
     from diffusers import SDNQConfig
 
     # SDNQ leaves layers under 16384 elements unquantized by default: every layer of the tiny model is.
