@@ -44,9 +44,10 @@ def run_carried_tests(directory, python, patched, env=None):
     `tools.interpreter.run_python` (a fresh interpreter) or a callable with its signature.
 
     CUDA is hidden: the carried tests are about the CPU (on a GPU machine transformers and diffusers would put
-    bitsandbytes models on GPU 0 by themselves); tests/gpu has the CUDA checks."""
+    bitsandbytes models on GPU 0 by themselves); tests/gpu has the CUDA checks. sdnq dequantizes eagerly: on a CPU it
+    would compile its dequantization with inductor (seconds at import and per layer shape, and a C++ compiler)."""
     args = ["-q", "-rA", "-p", "no:cacheprovider", "--continue-on-collection-errors", "tests"]
-    env = {"CUDA_VISIBLE_DEVICES": "", **(env or {})}
+    env = {"CUDA_VISIBLE_DEVICES": "", "SDNQ_USE_TORCH_COMPILE": "0", **(env or {})}
     return python(f"import sys, pytest; sys.exit(pytest.main({args!r}))", patched=patched, cwd=directory, env=env)
 
 
