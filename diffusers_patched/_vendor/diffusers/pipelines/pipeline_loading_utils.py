@@ -664,9 +664,9 @@ def _prepare_empty_model_for_sizing(
     quantized. The quantization config is the one the checkpoint was saved with, or else what `quantization_config` (a
     `PipelineQuantizationConfig`) resolves for `name`.
 
-    bitsandbytes layers are sized from their shapes in `_get_component_size`. quanto and torchao quantize each weight
-    as it is loaded: their weights are quantized here, on the meta device, as loading will quantize them. GGUF models
-    are only passed to pipelines already loaded, and are sized as they are.
+    bitsandbytes layers are sized from their shapes in `_get_component_size`. quanto, torchao and SDNQ quantize each
+    weight as it is loaded: their weights are quantized here, on the meta device, as loading will quantize them. GGUF
+    models are only passed to pipelines already loaded, and are sized as they are.
     """
     from ..models.modeling_utils import ModelMixin
     from ..quantizers import DiffusersAutoQuantizer, PipelineQuantizationConfig
@@ -689,7 +689,10 @@ def _prepare_empty_model_for_sizing(
         quant_method = model_quant_config.get("quant_method")
     else:
         quant_method = getattr(model_quant_config, "quant_method", None)
-    quantizes_while_loading = quant_method in (QuantizationMethod.QUANTO, QuantizationMethod.TORCHAO)
+    # quanto and torchao quantize diffusers and transformers models while loading them, SDNQ diffusers models.
+    quantizes_while_loading = quant_method in (QuantizationMethod.QUANTO, QuantizationMethod.TORCHAO) or (
+        is_diffusers_model and quant_method == QuantizationMethod.SDNQ
+    )
     if _get_bitsandbytes_quantization_method(model_quant_config) is None and not quantizes_while_loading:
         return
 
@@ -718,9 +721,9 @@ def _prepare_empty_model_for_sizing(
 
 def _quantize_empty_weights(model: torch.nn.Module, hf_quantizer: Any) -> None:
     """
-    Quantizes the weights of `model`, an empty model processed by `hf_quantizer` (quanto or torchao), where loading
-    will quantize them. Their quantized tensors are built on the meta device like any other, so they hold the inner
-    tensors (data, scales, zero points) the loaded model will hold, without data.
+    Quantizes the weights of `model`, an empty model processed by `hf_quantizer` (quanto, torchao or SDNQ), where
+    loading will quantize them. Their quantized tensors are built on the meta device like any other, so they hold the
+    inner tensors (data, scales, zero points) the loaded model will hold, without data.
     """
     from ..models.modeling_utils import ModelMixin
 
