@@ -37,6 +37,14 @@ def test_every_scenario_is_tested_on_both_sides():
         assert any(scenario.startswith(test) and f"{test}_upstream" in tests for test in tests), name
 
 
+@upstream
+def test_every_outcome_is_described(upstream_outcomes, patched_outcomes):
+    """What `make demo` prints for each side: a scenario's text fits every shape its result takes."""
+    for outcomes in (upstream_outcomes, patched_outcomes):
+        for name, outcome in outcomes.items():
+            assert outcome.describe(SCENARIOS[name]), name
+
+
 def test_every_scenario_judges_its_result():
     assert [name for name, scenario in SCENARIOS.items() if scenario.judge is None] == []
 

@@ -318,13 +318,19 @@ def adapter_state_run(operation, state):
     return run
 
 
+def describe_adapter_state(result):
+    if "refused" in result:
+        return f"refused: {result['refused']}"
+    return f"max abs diff to the outputs in no such state {result['diffs']}"
+
+
 def adapter_scenario(name, operation, state, summary, patch=None, registry=SCENARIOS):
     """Registers `operation` in `state` as the scenario `name`, judged against the operation in no such state."""
     scenario(
         name,
         patch=patch,
         summary=summary,
-        text="max abs diff to the outputs in no such state {diffs}",
+        text=describe_adapter_state,
         judge=judge_adapter_state,
         registry=registry,
     )(adapter_state_run(operation, state))

@@ -46,7 +46,8 @@ class Outcome:
 
     def describe(self, scenario):
         if self.ok:
-            return scenario.text.format(**self.result)
+            # A scenario whose result takes more than one shape (figures, or a refusal) words it with a function.
+            return scenario.text(self.result) if callable(scenario.text) else scenario.text.format(**self.result)
         return f"{self.error['type']}: {self.error['message']}"
 
     def verdict(self, scenario):
