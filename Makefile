@@ -9,7 +9,7 @@ STAMP := $(dir $(PYTHON)).diffusers-patched-deps
 OUT ?= dist/patches
 CLI = $(PYTHON) -m tools.cli
 
-.PHONY: wheels requirements publish refresh-releases install demo test test-stacks test-fast test-gpu gpu-bundle check-patches vendor export-patches verify-prs edit refresh rebase rebase-continue bench lint
+.PHONY: wheels requirements publish refresh-releases install demo test test-releases test-stacks test-fast test-gpu gpu-bundle check-patches vendor export-patches verify-prs edit refresh rebase rebase-continue bench lint
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -29,7 +29,7 @@ requirements: wheels
 
 # Uploads dist/'s wheels with twine to REPOSITORY_URL (default: PyPI; INDEX_URL: its simple index if not derivable),
 # credentials from TWINE_USERNAME/TWINE_PASSWORD or ~/.pypirc. Refuses wheels this commit does not build, a commit
-# whose per-release checks (`make test`) did not pass, and a file already on the index with other bytes.
+# whose per-release checks (`make test-releases`) did not pass, and a file already on the index with other bytes.
 publish: wheels
 	$(CLI) publish --dist dist $(if $(REPOSITORY_URL),--repository-url $(REPOSITORY_URL)) $(if $(INDEX_URL),--index-url $(INDEX_URL))
 
@@ -47,6 +47,12 @@ wheels: $(STAMP)
 TEST_WORKERS ?= 2
 test: install lint
 	$(PYTHON) -m pytest -rs --durations=30 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+
+# Before publishing: the per-release checks whole (tests/conftest.py): the half `make test` runs, and each older
+# release's upstream side of the scenarios and all of its carried tests; records the commit for `make publish`.
+test-releases: install
+	$(PYTHON) -m pytest -rs -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --release-checks \
+		tests/test_releases.py tests/test_release_carried_tests.py
 
 # The release check: every supported release on its floor and newest dependency stacks (constraints/), both sides,
 # against the verified one; the release x stack table also goes to build/stacks.md. RELEASE=X.Y.Z: only that release.

@@ -198,6 +198,27 @@ _LONGEST_FIRST = (
 def pytest_collection_modifyitems(config, items):
     rank = {name: number for number, name in enumerate(_LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    if not config.getoption("release_checks"):
+        for item in items:
+            if "release_check" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=RELEASE_CHECK_SKIP))
+
+
+# The per-release checks come in two halves. `make test` runs, on every supported release, what the build must hold
+# there: the parity net on both sides, every scenario patched (as on the primary), the guards, and the carried tests
+# that no scenario stands in for there. `make test-releases` (`--release-checks`, before publishing) runs the rest on
+# the verified stack: each older release's upstream side of the scenarios and all of its carried tests; `make
+# test-stacks` runs both again on each release's floor and newest stacks.
+RELEASE_CHECK_SKIP = "the other half of the per-release checks: `make test-releases` runs it"
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--release-checks",
+        action="store_true",
+        help="also run the tests marked release_check (`make test-releases`; each older release's upstream side and "
+        "all of its carried tests)",
+    )
 
 
 # The test files that reported a result in this process: with pytest-xdist, its controller receives every worker's.
@@ -211,8 +232,8 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Record the commit on which every per-release check (tests/test_releases.py, tests/test_release_carried_tests.py)
-    passed, unselected by nothing and with nothing uncommitted: `make publish` uploads only a commit so checked
+    """Record the commit on which every per-release check (tests/test_releases.py, tests/test_release_carried_tests.py,
+    both halves: `make test-releases`) passed, unselected by nothing and with nothing uncommitted: `make publish` uploads only a commit so checked
     (tools/publish.py). With pytest-xdist, only the controller, which knows how the whole run went, records it."""
     from tools import publish
     from tools.git import git
@@ -220,7 +241,14 @@ def pytest_sessionfinish(session, exitstatus):
     if hasattr(session.config, "workerinput"):
         session.config.workeroutput["cpu_seconds"] = _cpu_seconds("RUSAGE_SELF", "RUSAGE_CHILDREN")
     options = session.config.option
-    ran_releases = {"tests/test_releases.py", "tests/test_release_carried_tests.py"} <= _REPORTED_FILES
+    ran_releases = (
+        options.release_checks
+        and {
+            "tests/test_releases.py",
+            "tests/test_release_carried_tests.py",
+        }
+        <= _REPORTED_FILES
+    )
     is_worker = hasattr(session.config, "workerinput")
     # Selected by keyword, marker, deselection or node id: some per-release checks may not have run.
     filtered = (

@@ -61,8 +61,8 @@ def index(tmp_path):
 
 @pytest.fixture(scope="module")
 def checked_clone(tmp_path_factory):
-    """This commit, cloned, with the per-release checks recorded as passed on it (`make test` records that on a clean
-    checkout; here it is the precondition, the index is under test)."""
+    """This commit, cloned, with the per-release checks recorded as passed on it (`make test-releases` records that on a
+    clean checkout; here it is the precondition, the index is under test)."""
     clone = tmp_path_factory.mktemp("clone") / "repo"
     subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], check=True)
     commit = git(clone, "rev-parse", "HEAD").stdout.strip()

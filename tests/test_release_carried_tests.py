@@ -1,9 +1,15 @@
 """The upstream-style tests the patches carry, on every supported release but the primary, from the run's wheels
 (`sites` in conftest.py). The release's other checks are in tests/test_releases.py; these are a file of their own so
-that `make test`'s two workers run them beside those (tests/conftest.py)."""
+that `make test`'s two workers run them beside those (tests/conftest.py).
+
+`make test` runs, on each release, the carried tests that no scenario stands in for there: those of the patches with
+no demo scenario, and those of the patches applied there as a backport (the backport's own tests). The scenarios of
+the other patches run on the release's patched side in tests/test_releases.py; their carried tests are the other half
+(`make test-releases`)."""
 
 import pytest
 
+from diffusers_patched.selftest.scenarios import SCENARIOS
 from tests.conftest import REPO_ROOT
 from tests.release_expectations import CARRIED_TESTS_FAILING
 from tests.support.forked_scenarios import ForkedScenarioRunner
@@ -15,10 +21,12 @@ from tools.carried_tests import (
     skipped_tests,
     write_carried_tests,
 )
+from tools.releases import BACKPORT, release_plan
 
 
 PROJECT = patches.Project(REPO_ROOT)
 OLDER = PROJECT.supported_releases()[1:]
+PATCHES_WITH_SCENARIOS = {scenario.patch for scenario in SCENARIOS.values() if not scenario.guard}
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +45,43 @@ def runners(sites, scenario_runner):
         server.close()
 
 
-@pytest.mark.parametrize("version", OLDER)
-def test_carried_upstream_tests_pass_on_the_release(version, sites, runners, tmp_path):
-    """The upstream-style tests the patches carry (a backport's own where the release has one) pass on its build, but
-    those tests/release_expectations.py records as not applicable to the release (node id or prefix -> why)."""
-    write_carried_tests(PROJECT, version, tmp_path)
-    recorded = CARRIED_TESTS_FAILING.get(version, {})
+def carried_test_modules(tests, of_patches=None):
+    """The test modules of `tests` ({patch: [file]}), of the patches `of_patches` only if given: not the helper modules
+    some patches add."""
+    return {
+        path
+        for name, files in tests.items()
+        if of_patches is None or name in of_patches
+        for path in files
+        if path.rsplit("/", 1)[-1].startswith("test_")
+    }
+
+
+def files_without_a_stand_in(version, tests):
+    """The test files of `tests` ({patch: [file]}, as written for `version`) of the patches that no scenario stands in
+    for on `version`: those without a scenario, and those `version` applies as a backport."""
+    backported = {
+        name
+        for name, _, kind in release_plan(PROJECT, version, PROJECT.release_record(version), PROJECT.read_series())
+        if kind == BACKPORT
+    }
+    return carried_test_modules(
+        tests, {name for name in tests if name not in PATCHES_WITH_SCENARIOS or name in backported}
+    )
+
+
+def check_carried_tests(version, sites, runners, directory, keep):
+    """Write the carried tests of `version` into `directory` and run the test files `keep(tests)` selects of them
+    patched (the others stay importable: some tests import another's module); they pass but those
+    tests/release_expectations.py records as not applicable to the release (node id or prefix -> why). Returns how many
+    files ran."""
+    tests = write_carried_tests(PROJECT, version, directory)
+    kept = keep(tests)
+    recorded = {
+        prefix: why for prefix, why in CARRIED_TESTS_FAILING.get(version, {}).items() if prefix.split("::")[0] in kept
+    }
     result = run_carried_tests(
-        tmp_path, runners[version].python, patched=True, env={"PYTHONPATH": str(sites[version])}
+        directory, runners[version].python, patched=True, env={"PYTHONPATH": str(sites[version])}, paths=kept
     )
 
     def is_recorded(node_id):
@@ -58,3 +95,24 @@ def test_carried_upstream_tests_pass_on_the_release(version, sites, runners, tmp
     passed = sorted(node_id for node_id in passed_tests(result.stdout) if is_recorded(node_id))
     assert passed == [], f"{version}: recorded, but pass: {passed}\n{result.stdout[-3000:]}"
     assert [prefix for prefix in recorded if not any(node_id.startswith(prefix) for node_id in failed)] == []
+    return len(kept)
+
+
+@pytest.mark.parametrize("version", OLDER)
+def test_carried_tests_no_scenario_stands_in_for_pass_on_the_release(version, sites, runners, tmp_path):
+    """The carried tests of the patches without a scenario, and of those `version` applies as a backport, pass on its
+    build."""
+    assert check_carried_tests(
+        version, sites, runners, tmp_path, lambda tests: files_without_a_stand_in(version, tests)
+    )
+
+
+@pytest.mark.release_check
+@pytest.mark.parametrize("version", OLDER)
+def test_the_other_carried_tests_pass_on_the_release(version, sites, runners, tmp_path):
+    """The rest of the carried tests pass on `version`'s build: together with the test above, all of them."""
+
+    def others(tests):
+        return carried_test_modules(tests) - files_without_a_stand_in(version, tests)
+
+    assert check_carried_tests(version, sites, runners, tmp_path, others)

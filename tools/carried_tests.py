@@ -39,14 +39,14 @@ torch.use_deterministic_algorithms(True, warn_only=True)
 """
 
 
-def run_carried_tests(directory, python, patched, env=None):
-    """pytest on the tests `write_carried_tests` wrote, with or without the patches, run by `python`:
-    `tools.interpreter.run_python` (a fresh interpreter) or a callable with its signature.
+def run_carried_tests(directory, python, patched, env=None, paths=("tests",)):
+    """pytest on the tests `write_carried_tests` wrote (those of `paths`), with or without the patches, run by
+    `python`: `tools.interpreter.run_python` (a fresh interpreter) or a callable with its signature.
 
     CUDA is hidden: the carried tests are about the CPU (on a GPU machine transformers and diffusers would put
     bitsandbytes models on GPU 0 by themselves); tests/gpu has the CUDA checks. sdnq dequantizes eagerly: on a CPU it
     would compile its dequantization with inductor (seconds at import and per layer shape, and a C++ compiler)."""
-    args = ["-q", "-rA", "-p", "no:cacheprovider", "--continue-on-collection-errors", "tests"]
+    args = ["-q", "-rA", "-p", "no:cacheprovider", "--continue-on-collection-errors", *sorted(paths)]
     env = {"CUDA_VISIBLE_DEVICES": "", "SDNQ_USE_TORCH_COMPILE": "0", **(env or {})}
     return python(f"import sys, pytest; sys.exit(pytest.main({args!r}))", patched=patched, cwd=directory, env=env)
 

@@ -90,7 +90,7 @@ def check_release_checks_passed(project):
         state = "uncommitted changes" if dirty else f"they last passed on {passed_on or 'no commit'}"
         raise PublishError(
             f"the per-release checks have not passed on this commit {commit[:12]} ({state}); run `make test` "
-            "(it runs `make check-patches` and tests/test_releases.py) on a clean checkout, then `make publish`."
+            "and `make test-releases` (the per-release checks whole) on a clean checkout, then `make publish`."
         )
     return commit
 
