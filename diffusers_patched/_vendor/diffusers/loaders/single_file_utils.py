@@ -544,6 +544,12 @@ def load_single_file_checkpoint(
 # ComfyUI's `comfy_quant` formats whose weights are the stored values times `weight_scale`, with one scale per tensor
 # or per output row.
 COMFY_QUANT_SCALED_FORMATS = {"float8_e4m3fn", "float8_e5m2", "int8_tensorwise"}
+# Keys that libraries quantizing in their own storage save next to a weight, or in its place.
+QUANTIZED_STORAGE_KEY_SUFFIXES = {
+    ".weight._data": "optimum-quanto",
+    ".weight.absmax": "bitsandbytes (4-bit)",
+    ".SCB": "bitsandbytes (8-bit)",
+}
 
 
 def convert_scaled_weights_to_dtype(checkpoint, dtype=None):
@@ -553,8 +559,17 @@ def convert_scaled_weights_to_dtype(checkpoint, dtype=None):
     metadata per layer) and BFL's fp8 checkpoints (a `weight_scale` per output row). Loaded as they are, the stored
     values would be taken for the weights. Returns a new state dict with those weights multiplied by their scales in
     `dtype` (float32 if `None`) and the scales and quantization metadata removed, or `checkpoint` itself if it holds
-    no scaled weights. Formats that are not a scale per tensor or per row are refused, naming the format.
+    no scaled weights. Formats that are not a scale per tensor or per row are refused, naming the format, and so are
+    weights saved in the storage of a quantization library (optimum-quanto, bitsandbytes).
     """
+    for suffix, library in QUANTIZED_STORAGE_KEY_SUFFIXES.items():
+        stored = sorted(key for key in checkpoint if key.endswith(suffix))
+        if stored:
+            raise ValueError(
+                f"`{stored[0]}` is the storage of a weight quantized by {library}, which `from_single_file` cannot "
+                "load: its values are not the weights. Load the model that library saved with `from_pretrained`, or "
+                "use a checkpoint of the model in bfloat16, in GGUF or in a scaled float8 format."
+            )
     quantized_dtypes = (torch.float8_e4m3fn, torch.float8_e5m2, torch.int8, torch.uint8)
     layers = sorted(
         layer
