@@ -221,6 +221,9 @@ def pytest_addoption(parser):
     )
 
 
+_RELEASE_CHECK_FILES = {"tests/test_releases.py", "tests/test_release_carried_tests.py"}
+
+
 # The test files that reported a result in this process: with pytest-xdist, its controller receives every worker's.
 _REPORTED_FILES = set()
 
@@ -233,22 +236,16 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session, exitstatus):
     """Record the commit on which every per-release check (tests/test_releases.py, tests/test_release_carried_tests.py,
-    both halves: `make test-releases`) passed, unselected by nothing and with nothing uncommitted: `make publish` uploads only a commit so checked
-    (tools/publish.py). With pytest-xdist, only the controller, which knows how the whole run went, records it."""
+    both halves: `make test-releases`) passed, unselected by nothing and with nothing uncommitted: `make publish`
+    uploads only a commit so checked (tools/publish.py). With pytest-xdist, only the controller, which knows how the
+    whole run went, records it."""
     from tools import publish
     from tools.git import git
 
     if hasattr(session.config, "workerinput"):
         session.config.workeroutput["cpu_seconds"] = _cpu_seconds("RUSAGE_SELF", "RUSAGE_CHILDREN")
     options = session.config.option
-    ran_releases = (
-        options.release_checks
-        and {
-            "tests/test_releases.py",
-            "tests/test_release_carried_tests.py",
-        }
-        <= _REPORTED_FILES
-    )
+    ran_releases = options.release_checks and _RELEASE_CHECK_FILES <= _REPORTED_FILES
     is_worker = hasattr(session.config, "workerinput")
     # Selected by keyword, marker, deselection or node id: some per-release checks may not have run.
     filtered = (

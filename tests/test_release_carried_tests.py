@@ -12,7 +12,7 @@ import pytest
 from diffusers_patched.selftest.scenarios import SCENARIOS
 from tests.conftest import REPO_ROOT
 from tests.release_expectations import CARRIED_TESTS_FAILING
-from tests.support.forked_scenarios import ForkedScenarioRunner
+from tests.support.forked_scenarios import ForkedScenarioRunner, stack_pins
 from tools import patches
 from tools.carried_tests import (
     failed_tests,
@@ -36,11 +36,11 @@ def runners(sites, scenario_runner):
     by_pins = {(): scenario_runner}
     servers = []
     for version in OLDER:
-        pins = tuple(PROJECT.release_record(version).get("stack", []))
+        pins = stack_pins(PROJECT, version)
         if pins not in by_pins:
             by_pins[pins] = ForkedScenarioRunner(stack_site=sites[version])
             servers.append(by_pins[pins])
-    yield {version: by_pins[tuple(PROJECT.release_record(version).get("stack", []))] for version in OLDER}
+    yield {version: by_pins[stack_pins(PROJECT, version)] for version in OLDER}
     for server in servers:
         server.close()
 

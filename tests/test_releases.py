@@ -26,7 +26,7 @@ from diffusers_patched.selftest.parity import PARITY, parity_breaks
 from diffusers_patched.selftest.scenarios import SCENARIOS
 from tests.conftest import REPO_ROOT, run_python
 from tests.support.assertions import diffs_as_judged
-from tests.support.forked_scenarios import ForkedScenarioRunner
+from tests.support.forked_scenarios import ForkedScenarioRunner, stack_pins
 from tools import patches, replays, upstream, wheels
 
 
@@ -52,7 +52,7 @@ def release_runs(sites, request):
     servers, idle, lock = [], {}, threading.Lock()
 
     def run_both_sides(version):
-        pins = tuple(PROJECT.release_record(version).get("stack", []))
+        pins = stack_pins(PROJECT, version)
         with lock:
             runner = idle[pins].pop() if idle.get(pins) else None
         if runner is None:

@@ -62,6 +62,12 @@ for line in sys.stdin:
 """
 
 
+def stack_pins(project, version):
+    """The packages release `version` pins differently from the verified stack (releases.json `stack`), as a key:
+    releases with the same pins can share a server."""
+    return tuple(project.release_record(version).get("stack", []))
+
+
 class ForkedScenarioRunner:
     """`run(names, patched, site, module)`: `run_scenarios(names, patched, module, site=site)` in a fork of the
     server interpreter."""
