@@ -49,7 +49,8 @@ test: install lint
 	$(PYTHON) -m pytest -rs --durations=30 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 # Before publishing: the per-release checks whole (tests/conftest.py): the half `make test` runs, and each older
-# release's upstream side of the scenarios and all of its carried tests; records the commit for `make publish`.
+# release's upstream side of the scenarios and parity net and all of its carried tests; records the commit for
+# `make publish`.
 test-releases: install
 	$(PYTHON) -m pytest -rs -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --release-checks \
 		tests/test_releases.py tests/test_release_carried_tests.py

@@ -29,6 +29,7 @@ requires_cuda = pytest.mark.skipif(
 # tools the tests run as subprocesses): the replay cache (tools/replays.py), and what several tests read and the
 # first of them makes (`shared`).
 RUN_DIR_ENV = "DIFFUSERS_PATCHED_TEST_RUN_DIR"
+PARITY_MODULE = "diffusers_patched.selftest.parity"
 
 
 def pytest_configure(config):
@@ -144,6 +145,28 @@ def patched_outcomes(request, scenario_runner):
     return _scenario_outcomes(request.session, "patched", scenario_runner)
 
 
+@pytest.fixture(scope="session")
+def parity_outcomes(scenario_runner):
+    """The parity net (diffusers_patched/selftest/parity.py) on the primary, both sides, once per run:
+    `{side: {backend: Outcome}}` (tests/test_parity.py; tests/test_releases.py judges each older release's patched side
+    against it)."""
+    from diffusers_patched.selftest.parity import PARITY
+
+    def run(directory):
+        for side in ("upstream", "patched"):
+            outcomes = scenario_runner.run(list(PARITY), side == "patched", module=PARITY_MODULE)
+            report = {name: asdict(outcome) for name, outcome in outcomes.items()}
+            (directory / f"{side}.json").write_text(json.dumps(report))
+
+    directory = shared("parity", run)
+    return {
+        side: {
+            name: Outcome(**outcome) for name, outcome in json.loads((directory / f"{side}.json").read_text()).items()
+        }
+        for side in ("upstream", "patched")
+    }
+
+
 def _gpu_outcomes(patched):
     """Every GPU scenario on one side, each in an interpreter of its own with CUDA; the outcomes (figures, peak GPU
     memory) with their verdicts are also written to build/gpu-scenarios-{patched,upstream}.json for the notes, and
@@ -205,10 +228,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 # The per-release checks come in two halves. `make test` runs, on every supported release, what the build must hold
-# there: the parity net on both sides, every scenario patched (as on the primary), the guards, and the carried tests
-# that no scenario stands in for there. `make test-releases` (`--release-checks`, before publishing) runs the rest on
-# the verified stack: each older release's upstream side of the scenarios and all of its carried tests; `make
-# test-stacks` runs both again on each release's floor and newest stacks.
+# there: every scenario and parity flow patched (judged against the primary's), the guards, and the tests of the
+# backports, code written for that release alone. `make test-releases` (`--release-checks`, before publishing) runs the
+# rest on the verified stack: each older release's upstream side of the scenarios and parity net, and the other carried
+# tests; `make test-stacks` runs both again on each release's floor and newest stacks.
 RELEASE_CHECK_SKIP = "the other half of the per-release checks: `make test-releases` runs it"
 
 

@@ -15,8 +15,6 @@ from diffusers_patched.selftest.parity import PARITY, cell_verdicts, parity_brea
 from diffusers_patched.selftest.scenarios.registry import Outcome
 
 
-MODULE = "diffusers_patched.selftest.parity"
-SIDES = ("upstream", "patched")
 REFUSED_ROUND_TRIP = "Cannot load FluxTransformer2DModel because the checkpoint lacks weights of quantized layers"
 _TO_CASTS = "ValueError: Casting a quantized model to a new `dtype` is unsupported"
 _NOT_SERIALIZABLE = "ValueError: The model is quantized with QuantizationMethod.{} and is not serializable"
@@ -46,11 +44,6 @@ UPSTREAM_NOT_RIGHT = {
         for flow in ("model round trip", "pipeline round trip")
     },
 }
-
-
-@pytest.fixture(scope="module")
-def parity_outcomes(scenario_runner):
-    return {side: scenario_runner.run(list(PARITY), side == "patched", module=MODULE) for side in SIDES}
 
 
 @pytest.mark.upstream

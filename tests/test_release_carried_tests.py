@@ -2,14 +2,12 @@
 (`sites` in conftest.py). The release's other checks are in tests/test_releases.py; these are a file of their own so
 that `make test`'s two workers run them beside those (tests/conftest.py).
 
-`make test` runs, on each release, the carried tests that no scenario stands in for there: those of the patches with
-no demo scenario, and those of the patches applied there as a backport (the backport's own tests). The scenarios of
-the other patches run on the release's patched side in tests/test_releases.py; their carried tests are the other half
-(`make test-releases`)."""
+`make test` runs, on each release that applies backports, the backports' own tests: code written for that release
+alone, which no run on the primary reaches. The patches applied as the primary has them run their scenarios on the
+release's patched side in tests/test_releases.py; their carried tests are the other half (`make test-releases`)."""
 
 import pytest
 
-from diffusers_patched.selftest.scenarios import SCENARIOS
 from tests.conftest import REPO_ROOT
 from tests.release_expectations import CARRIED_TESTS_FAILING
 from tests.support.forked_scenarios import ForkedScenarioRunner, stack_pins
@@ -26,7 +24,6 @@ from tools.releases import BACKPORT, release_plan
 
 PROJECT = patches.Project(REPO_ROOT)
 OLDER = PROJECT.supported_releases()[1:]
-PATCHES_WITH_SCENARIOS = {scenario.patch for scenario in SCENARIOS.values() if not scenario.guard}
 
 
 @pytest.fixture(scope="module")
@@ -57,17 +54,13 @@ def carried_test_modules(tests, of_patches=None):
     }
 
 
-def files_without_a_stand_in(version, tests):
-    """The test files of `tests` ({patch: [file]}, as written for `version`) of the patches that no scenario stands in
-    for on `version`: those without a scenario, and those `version` applies as a backport."""
-    backported = {
-        name
-        for name, _, kind in release_plan(PROJECT, version, PROJECT.release_record(version), PROJECT.read_series())
-        if kind == BACKPORT
-    }
-    return carried_test_modules(
-        tests, {name for name in tests if name not in PATCHES_WITH_SCENARIOS or name in backported}
-    )
+def backports(version):
+    """The patches `version` applies as a backport."""
+    plan = release_plan(PROJECT, version, PROJECT.release_record(version), PROJECT.read_series())
+    return {name for name, _, kind in plan if kind == BACKPORT}
+
+
+BACKPORTING = [version for version in OLDER if backports(version)]
 
 
 def check_carried_tests(version, sites, runners, directory, keep):
@@ -98,12 +91,11 @@ def check_carried_tests(version, sites, runners, directory, keep):
     return len(kept)
 
 
-@pytest.mark.parametrize("version", OLDER)
-def test_carried_tests_no_scenario_stands_in_for_pass_on_the_release(version, sites, runners, tmp_path):
-    """The carried tests of the patches without a scenario, and of those `version` applies as a backport, pass on its
-    build."""
+@pytest.mark.parametrize("version", BACKPORTING)
+def test_the_backports_carried_tests_pass_on_the_release(version, sites, runners, tmp_path):
+    """The tests of the patches `version` applies as a backport pass on its build."""
     assert check_carried_tests(
-        version, sites, runners, tmp_path, lambda tests: files_without_a_stand_in(version, tests)
+        version, sites, runners, tmp_path, lambda tests: carried_test_modules(tests, backports(version))
     )
 
 
@@ -113,6 +105,6 @@ def test_the_other_carried_tests_pass_on_the_release(version, sites, runners, tm
     """The rest of the carried tests pass on `version`'s build: together with the test above, all of them."""
 
     def others(tests):
-        return carried_test_modules(tests) - files_without_a_stand_in(version, tests)
+        return carried_test_modules(tests) - carried_test_modules(tests, backports(version))
 
     assert check_carried_tests(version, sites, runners, tmp_path, others)

@@ -4,9 +4,11 @@ another release or over another build says what to do.
 
 An older release runs from a directory made by `pip install --no-deps --target` (tools/wheels.py `release_site`):
 its diffusers wheel, the packages it pins differently (releases.json `stack`) and its diffusers-patched wheel, first
-on PYTHONPATH over the one verified stack installed here. One interpreter per (release, side) runs every scenario;
-the upstream side's only with --release-checks (`make test-releases`, conftest.py): it tells where upstream fails,
-which is a fact of that release, not of the build, and `make test-stacks` runs it again on each stack.
+on PYTHONPATH over the one verified stack installed here. One interpreter per (release, side) runs every scenario and
+the parity net; the upstream side only with --release-checks (`make test-releases`, conftest.py): it tells where
+upstream fails, which is a fact of that release, not of the build, and `make test-stacks` runs it again on each stack.
+Without it, each release's patched side is judged against the primary's, which tests/test_parity.py judges against
+the primary's upstream.
 """
 
 import json
@@ -24,7 +26,7 @@ import pytest
 
 from diffusers_patched.selftest.parity import PARITY, parity_breaks
 from diffusers_patched.selftest.scenarios import SCENARIOS
-from tests.conftest import REPO_ROOT, run_python
+from tests.conftest import PARITY_MODULE, REPO_ROOT, run_python
 from tests.support.assertions import diffs_as_judged
 from tests.support.forked_scenarios import ForkedScenarioRunner, stack_pins
 from tools import patches, replays, upstream, wheels
@@ -35,7 +37,8 @@ PRIMARY = PROJECT.read_base()["version"]
 OLDER = PROJECT.supported_releases()[1:]
 POST = PROJECT.read_releases()["post"]
 SIDES = ("upstream", "patched")
-PARITY_MODULE = "diffusers_patched.selftest.parity"
+# The parity rows of quantizers an older release does not have yet: the release they came with.
+QUANTIZER_SINCE = {"sdnq": "0.40.0", "bfl": "0.42.0"}
 
 
 def wheel_name(version):
@@ -47,8 +50,8 @@ def release_runs(sites, request):
     """{(release, side): ({scenario: Outcome}, {parity backend: Outcome})}; two releases at a time (CI has two cores),
     each side's scenarios and parity flows in forks of an interpreter that imported the release's stack once
     (tests/support/forked_scenarios.py); releases that pin the same stack take turns on its interpreters. The upstream
-    side's scenarios only with --release-checks (conftest.py)."""
-    scenario_sides = SIDES if request.config.getoption("release_checks") else ("patched",)
+    side only with --release-checks (conftest.py)."""
+    sides = SIDES if request.config.getoption("release_checks") else ("patched",)
     servers, idle, lock = [], {}, threading.Lock()
 
     def run_both_sides(version):
@@ -61,10 +64,10 @@ def release_runs(sites, request):
                 servers.append(runner)
         runs = {
             side: (
-                runner.run(list(SCENARIOS), side == "patched", sites[version]) if side in scenario_sides else None,
+                runner.run(list(SCENARIOS), side == "patched", sites[version]),
                 runner.run(list(PARITY), side == "patched", sites[version], module=PARITY_MODULE),
             )
-            for side in SIDES
+            for side in sides
         }
         with lock:
             idle.setdefault(pins, []).append(runner)
@@ -76,7 +79,7 @@ def release_runs(sites, request):
     finally:
         for server in servers:
             server.close()
-    return {(version, side): runs[side] for version, runs in by_version.items() for side in SIDES}
+    return {(version, side): run for version, runs in by_version.items() for side, run in runs.items()}
 
 
 @pytest.fixture(scope="session")
@@ -85,12 +88,33 @@ def release_outcomes(release_runs):
 
 
 @pytest.mark.upstream
+@pytest.mark.release_check
 @pytest.mark.parametrize("version", OLDER)
 def test_release_is_never_worse_than_upstream(version, release_runs):
     """The parity net on `version`: every quantization flow its upstream gets right is right with its build
     (tests/test_parity.py on the primary)."""
     upstream, patched = release_runs[version, "upstream"][1], release_runs[version, "patched"][1]
     assert {name: breaks for name in PARITY if (breaks := parity_breaks(upstream[name], patched[name]))} == {}
+
+
+@pytest.mark.parametrize("version", OLDER)
+def test_release_parity_is_the_primarys(version, release_runs, parity_outcomes):
+    """The parity net's patched side on `version`: every flow the primary's build gets right is right, with the
+    primary's outputs; rows of quantizers `version` does not have fail to import their config."""
+    primary, patched = parity_outcomes["patched"], release_runs[version, "patched"][1]
+    lacking = {
+        name
+        for name in PARITY
+        if upstream.version_key(version) < upstream.version_key(QUANTIZER_SINCE.get(name.split()[0], version))
+    }
+    assert {
+        name: patched[name].error for name in lacking if (patched[name].error or {}).get("type") != "ImportError"
+    } == {}
+    assert {
+        name: breaks
+        for name in PARITY
+        if name not in lacking and (breaks := parity_breaks(primary[name], patched[name]))
+    } == {}
 
 
 def comparable(outcome):
