@@ -40,7 +40,7 @@ ROPE_NOT_DECLARED_FLOAT32 = (
     "quanto-torchao-gguf-planned-at-loaded-size scenario shows within its bound"
 )
 BUFFERS_KEPT_IN_FLOAT32_TEST = (
-    "tests/pipelines/test_pipeline_device_map_quantized_sizes.py::QuantizedPipelineDeviceMapSizesTests::"
+    "tests/pipelines/test_pipeline_device_map_quantized_sizes.py::TestPipelineDeviceMapSizes::"
     "test_buffers_kept_in_float32_are_sized_in_float32"
 )
 

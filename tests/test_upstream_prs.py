@@ -162,11 +162,6 @@ NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
     "summarize-missing-keys-of-single-file-loads.patch",
     "from-single-file-strict-argument.patch",
     "warn-about-missing-keys-without-low-cpu-mem-usage.patch",
-    "size-bitsandbytes-components-as-they-will-be-loaded.patch",
-    "count-tied-weights-once-when-planning.patch",
-    "count-float32-modules-in-float32-when-planning.patch",
-    "plan-components-that-fit-no-accelerator-on-the-cpu.patch",
-    "raise-when-pipeline-components-fit-nowhere.patch",
     "run-bitsandbytes-components-planned-on-the-cpu-there.patch",
     "save-offloaded-weights-not-meta-placeholders.patch",
     "from-pretrained-materializes-missing-weights.patch",
@@ -176,7 +171,6 @@ NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
     "audio-vaes-support-group-offloading.patch",
     "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
     "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
-    "size-quanto-and-torchao-components-as-they-will-be-loaded.patch",
     "refuse-to-sequentially-offload-quanto-weights.patch",
 ]
 
