@@ -167,11 +167,8 @@ NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
     "from-pretrained-materializes-missing-weights.patch",
     "group-offload-skips-models-that-do-not-support-it.patch",
     "group-offload-preloads-modules-that-read-child-weights.patch",
-    "group-offload-to-disk-keeps-tied-weights.patch",
     "audio-vaes-support-group-offloading.patch",
-    "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
     "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
-    "refuse-to-sequentially-offload-quanto-weights.patch",
 ]
 
 
