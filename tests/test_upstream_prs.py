@@ -165,10 +165,7 @@ NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
     "run-bitsandbytes-components-planned-on-the-cpu-there.patch",
     "save-offloaded-weights-not-meta-placeholders.patch",
     "from-pretrained-materializes-missing-weights.patch",
-    "group-offload-skips-models-that-do-not-support-it.patch",
-    "group-offload-preloads-modules-that-read-child-weights.patch",
     "audio-vaes-support-group-offloading.patch",
-    "vq-and-consistency-decoder-vaes-support-group-offloading.patch",
 ]
 
 
