@@ -163,7 +163,6 @@ NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
     "from-single-file-strict-argument.patch",
     "warn-about-missing-keys-without-low-cpu-mem-usage.patch",
     "run-bitsandbytes-components-planned-on-the-cpu-there.patch",
-    "save-offloaded-weights-not-meta-placeholders.patch",
     "from-pretrained-materializes-missing-weights.patch",
     "audio-vaes-support-group-offloading.patch",
 ]
