@@ -66,7 +66,6 @@ def test_upstream_verdicts_are_not_right(upstream_outcomes):
     assert sorted(name for name, verdict in verdicts.items() if verdict[0] == WRONG) == [
         "bnb-4bit-save-after-cpu-forward",
         "bnb-device-map-balanced-plan",
-        "bnb-text-encoder-with-device-map",
         "fuse-lora-group-offloaded-to-disk",
         "fuse-lora-into-quanto-weights",
         "fuse-lora-under-offload-hooks",
@@ -156,29 +155,6 @@ def test_lora_refused_for_text_encoder_offloaded_to_disk(patched_outcomes):
 def test_every_scenario_names_a_patch_of_the_series():
     series = Project(REPO_ROOT).read_series()
     assert {name: scenario.patch for name, scenario in SCENARIOS.items() if scenario.patch not in series} == {}
-
-
-# pipelines-detect-bitsandbytes-in-load-sub-model: bitsandbytes text encoders under a device_map are loaded by transformers with low_cpu_mem_usage=False.
-
-
-@upstream
-def test_bnb_text_encoder_with_device_map_upstream(upstream_outcomes):
-    result = result_of(upstream_outcomes["bnb-text-encoder-with-device-map"])
-    assert result["low_cpu_mem_usage"] is True
-    assert result["logged"] == []
-
-
-def test_bnb_text_encoder_with_device_map(patched_outcomes):
-    assert result_of(patched_outcomes["bnb-text-encoder-with-device-map"]) == {
-        "low_cpu_mem_usage": False,
-        "quantization_method": "nf4",
-        "device_map": "cpu",
-        "weight_type": "Params4bit",
-        "logged": [
-            "Loading text_encoder quantized with bitsandbytes (nf4) with `low_cpu_mem_usage=False` because a "
-            "`device_map` is set."
-        ],
-    }
 
 
 # sequential-offload-keeps-the-user-device: enable_sequential_cpu_offload(device="cpu") offloads to that device.

@@ -83,7 +83,6 @@ def test_a_pr_without_its_patches_or_with_a_bad_name(prs):
 
 def test_dependencies_come_first_in_series_order(prs):
     assert upstream_prs.dependency_order(prs, "refuse-save-bnb-repacked-statistics") == [
-        "pipeline-bnb-detection",
         "sequential-offload-device",
         "lora-quantized-text-encoder-dtype",
         "bnb-4bit-offload-hooks",
@@ -136,7 +135,7 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
             assert written[f"{pr['name']}/{number:04d}-{name}"] == (REPO_ROOT / "patches" / name).read_bytes()
     run_on_cpu = pr_named(summary, "pipeline-bnb-components-run-on-cpu")
     assert run_on_cpu["fixes"] == [12719]
-    assert run_on_cpu["depends_on"] == ["pipeline-bnb-detection", "pipeline-device-map-cpu-budget"]
+    assert run_on_cpu["depends_on"] == ["pipeline-device-map-quantized-sizes", "pipeline-device-map-cpu-budget"]
     pr_md = written["pipeline-bnb-components-run-on-cpu/PR.md"].decode()
     for expected in (
         "# What does this PR do?\n\nFixes #12719\n",
@@ -157,7 +156,6 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
 # classes with a topic marker of tests/testing_utils.py, no mock of a private name; `make verify-prs` says what each
 # lacks). A new patch's tests are written in the idiom; a patch whose tests are rewritten leaves this list.
 NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
-    "pipelines-detect-bitsandbytes-in-load-sub-model.patch",
     "materialize-tensors-left-on-meta-in-from-single-file.patch",
     "summarize-missing-keys-of-single-file-loads.patch",
     "from-single-file-strict-argument.patch",

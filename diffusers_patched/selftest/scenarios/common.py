@@ -3,26 +3,8 @@ Llama of the bitsandbytes flows, log capture."""
 
 import logging
 from contextlib import contextmanager
-from unittest import mock
 
 from ..judges import close
-
-
-@contextmanager
-def recording_from_pretrained_kwargs(model_class):
-    """Record the kwargs every `model_class.from_pretrained` call receives inside the block, still calling the real one.
-
-    Scenarios share one interpreter: the real classmethod is back once the block ends.
-    """
-    calls = []
-    real_from_pretrained = model_class.from_pretrained.__func__
-
-    def from_pretrained(cls, *args, **kwargs):
-        calls.append(kwargs)
-        return real_from_pretrained(cls, *args, **kwargs)
-
-    with mock.patch.object(model_class, "from_pretrained", classmethod(from_pretrained)):
-        yield calls
 
 
 @contextmanager

@@ -1,7 +1,5 @@
 """`device_map="balanced"` planning of pipelines with quantized components, and their placement."""
 
-import logging
-
 from ..judges import RIGHT, WRONG, close
 from ..tiny_pipelines import (
     bnb_text_encoder_config,
@@ -14,41 +12,8 @@ from ..tiny_pipelines import (
     recording_weight_reads,
     save_tiny_sd_pipeline,
 )
-from .common import _first_mlp_weight, diffusers_log_messages, recording_from_pretrained_kwargs
+from .common import _first_mlp_weight
 from .registry import error_of, scenario
-
-
-def _judge_bnb_text_encoder_with_device_map(result):
-    if result["low_cpu_mem_usage"] is False and result["weight_type"] == "Params4bit":
-        return RIGHT, f"{result['quantization_method']} text encoder loaded with low_cpu_mem_usage=False"
-    return WRONG, f"low_cpu_mem_usage={result['low_cpu_mem_usage']} under a device_map, unnoticed"
-
-
-@scenario(
-    "bnb-text-encoder-with-device-map",
-    patch="pipelines-detect-bitsandbytes-in-load-sub-model.patch",
-    summary="pipeline with a bnb 4-bit text encoder and device_map: kwargs given to transformers",
-    text=(
-        "low_cpu_mem_usage={low_cpu_mem_usage} given to transformers for the {quantization_method} text encoder "
-        "({weight_type} weights) with device_map={device_map!r}; logged: {logged}"
-    ),
-    judge=_judge_bnb_text_encoder_with_device_map,
-)
-def bnb_text_encoder_with_device_map(workdir):
-    from transformers import CLIPTextModel
-
-    path = save_tiny_sd_pipeline(workdir / "pipe")
-    with recording_from_pretrained_kwargs(CLIPTextModel) as calls:
-        with diffusers_log_messages(logging.INFO, "low_cpu_mem_usage") as logged:
-            pipe = load_tiny_sd_pipeline(path, quantization_config=bnb_text_encoder_config(), device_map="cpu")
-    (kwargs,) = calls
-    return {
-        "low_cpu_mem_usage": kwargs["low_cpu_mem_usage"],
-        "quantization_method": kwargs["quantization_config"].quantization_method(),
-        "device_map": kwargs["device_map"],
-        "weight_type": type(_first_mlp_weight(pipe.text_encoder)).__name__,
-        "logged": logged,
-    }
 
 
 # A text encoder wide enough that its Linear weights dominate: 7.42 MB in float32, 2.02 MB in nf4.

@@ -1117,16 +1117,6 @@ def load_sub_model(
         if model_quant_config is not None:
             loading_kwargs["quantization_config"] = model_quant_config
 
-    bnb_quantization_method = _get_bitsandbytes_quantization_method(loading_kwargs.get("quantization_config"))
-    if is_transformers_model and device_map is not None and bnb_quantization_method is not None:
-        # With `low_cpu_mem_usage=True` and a `device_map`, transformers <= 4.50 can leave bitsandbytes weights on the
-        # meta device ("Cannot copy out of meta tensor"). transformers >= 4.51 ignores this argument.
-        logger.info(
-            f"Loading {name} quantized with bitsandbytes ({bnb_quantization_method}) with `low_cpu_mem_usage=False`"
-            " because a `device_map` is set."
-        )
-        loading_kwargs["low_cpu_mem_usage"] = False
-
     if is_transformers_model and DIFFUSERS_SDNQ_TRANSFORMERS and is_sdnq_available():
         # Opt-in via DIFFUSERS_SDNQ_TRANSFORMERS: import sdnq so it registers with transformers.
         from ..quantizers.sdnq.sdnq_quantizer import _ensure_sdnq_registered
