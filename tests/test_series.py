@@ -55,12 +55,15 @@ SERIES = [
 ]
 # Local-only policy patches: last in the series, left out of exports.
 LOCAL_ONLY_PATCHES = [name for name in SERIES if "Forwarded: not-needed" in (REPO_ROOT / "patches" / name).read_text()]
-FIRST_PATCH = SERIES[0]
-PATCHED_FILE = "src/diffusers/pipelines/pipeline_loading_utils.py"
-VENDORED_FILE = "diffusers/pipelines/pipeline_loading_utils.py"
-IMPORT_LINE = "from .. import __version__\n"
+# The small projects' series: a patch of the real series that changes one hunk of one module, the first to change it.
+SAMPLE_PATCH = "gguf-parameter-keeps-quant-type-when-rebuilt.patch"
+PATCHED_FILE = "src/diffusers/quantizers/gguf/utils.py"
+VENDORED_FILE = "diffusers/quantizers/gguf/utils.py"
+# The line below which a release inserts lines above the patched region.
+HEADER_LINE = "\nimport inspect\n"
+PATCHED_CONTEXT = "        data = data if data is not None else torch.empty(0)\n"
 INSERTED_ABOVE = "#\n# Synthetic upstream change: these comment lines were inserted above the patched region.\n#\n"
-CONFLICTING_IMPORT = "from .. import __version__  # synthetic upstream change on the patched lines\n"
+CONFLICTING_CONTEXT = "        data = data if data is not None else torch.empty(0)  # synthetic upstream change\n"
 NOTE_FILE = "src/diffusers/utils/doc_utils.py"
 CONSTANTS_FILE = "src/diffusers/utils/constants.py"
 # What the small projects' upstream keeps of the real sdist: the files their patches touch, upstream's ruff
@@ -150,9 +153,9 @@ def cache(releases, monkeypatch):
 
 # The small projects' releases: SMALL_BASE (the base version, SMALL_MEMBERS of its sdist) and, made from it, newer
 # ones to rebase onto and older ones to replay onto.
-INSERTED_ABOVE_RELEASES = ("0.42.2", "0.40.2")  # lines inserted above the first patch's region
+INSERTED_ABOVE_RELEASES = ("0.42.2", "0.40.2")  # lines inserted above the sample patch's region
 CONFLICTING_RELEASES = ("0.42.3", "0.40.1")  # the lines it changes changed
-APPLIED_RELEASE = "0.42.4"  # the first patch already applied
+APPLIED_RELEASE = "0.42.4"  # the sample patch already applied
 LACKING_RELEASE = "0.40.3"  # without the file it changes
 
 
@@ -164,26 +167,28 @@ def small_releases(tmp_path_factory, releases):
     sdists.mkdir()
     base = make_release(releases["sdist"], sdists, BASE["version"], {}, keep=SMALL_MEMBERS)
     pristine = pristine_member(base, PATCHED_FILE).decode()
-    assert pristine.count(IMPORT_LINE) == 1
-    header_end = pristine.index("\nimport importlib\n") + 1
+    assert pristine.count(PATCHED_CONTEXT) == 1
+    header_end = pristine.index(HEADER_LINE) + 1
     inserted_above = pristine[:header_end] + INSERTED_ABOVE + pristine[header_end:]
     for version in INSERTED_ABOVE_RELEASES:
         make_release(base, sdists, version, {PATCHED_FILE: inserted_above.encode()})
     for version in CONFLICTING_RELEASES:
-        make_release(base, sdists, version, {PATCHED_FILE: pristine.replace(IMPORT_LINE, CONFLICTING_IMPORT).encode()})
+        make_release(
+            base, sdists, version, {PATCHED_FILE: pristine.replace(PATCHED_CONTEXT, CONFLICTING_CONTEXT).encode()}
+        )
     make_release(base, sdists, LACKING_RELEASE, {}, keep=set(SMALL_MEMBERS) - {PATCHED_FILE})
-    # The first patch applied to the release's own source with git apply.
+    # The sample patch applied to the release's own source with git apply.
     applied = tmp_path_factory.mktemp("applied")
     (applied / PATCHED_FILE).parent.mkdir(parents=True)
     (applied / PATCHED_FILE).write_text(pristine)
     run_git(applied, "init", "--quiet")
-    run_git(applied, "apply", str(REPO_ROOT / "patches" / FIRST_PATCH))
+    run_git(applied, "apply", str(REPO_ROOT / "patches" / SAMPLE_PATCH))
     patched = {
         str(path.relative_to(applied)): path.read_bytes()
         for path in applied.rglob("*")
         if path.is_file() and ".git" not in path.relative_to(applied).parts
     }
-    assert len(patched) == 3  # the changed module, its test file and the tiny components the tests share
+    assert len(patched) == 2  # the changed module and its test file
     make_release(base, sdists, APPLIED_RELEASE, patched)
     return {"cache": cache, "sha256": upstream.sha256_of(base)}
 
@@ -213,9 +218,9 @@ def test_a_copied_project_is_the_project(project):
 
 
 @pytest.fixture
-def first_patch_project(tmp_path, small_cache, small_releases):
-    """A small project whose series is the first patch alone: the small releases are built around its hunks."""
-    return small_project(tmp_path / "first-patch-project", small_releases, [FIRST_PATCH], [PATCHED_FILE])
+def sample_patch_project(tmp_path, small_cache, small_releases):
+    """A small project whose series is the sample patch alone: the small releases are built around its hunks."""
+    return small_project(tmp_path / "sample-patch-project", small_releases, [SAMPLE_PATCH], [PATCHED_FILE])
 
 
 def series_error(function, *args):
@@ -285,29 +290,33 @@ def test_vendor_regenerates_the_identical_tree(project, monkeypatch):
 
 
 def test_truncated_patch_is_reported_as_corrupt(project):
-    rewrite_patch(project, FIRST_PATCH, lambda text: text[: text.index("+def _get_bitsandbytes_quantization_method")])
+    rewrite_patch(
+        project,
+        SAMPLE_PATCH,
+        lambda text: text[: text.index("+        if quant_type is None and isinstance(data, GGUFParameter):")],
+    )
     message = series_error(series.check, project)
-    assert FIRST_PATCH in message
+    assert SAMPLE_PATCH in message
     assert "corrupt or truncated" in message
-    assert f"git checkout -- patches/{FIRST_PATCH}" in message
+    assert f"git checkout -- patches/{SAMPLE_PATCH}" in message
 
 
 def test_garbage_patch_is_reported_as_corrupt(project):
-    (project.patches_dir / FIRST_PATCH).write_text("this is not a patch\n")
+    (project.patches_dir / SAMPLE_PATCH).write_text("this is not a patch\n")
     message = series_error(series.check, project)
-    assert FIRST_PATCH in message and "not a valid patch" in message
+    assert SAMPLE_PATCH in message and "not a valid patch" in message
 
 
 def test_series_naming_a_missing_patch(project):
-    (project.patches_dir / FIRST_PATCH).unlink()
+    (project.patches_dir / SAMPLE_PATCH).unlink()
     message = series_error(series.check, project)
-    assert f"{FIRST_PATCH} does not exist" in message
+    assert f"{SAMPLE_PATCH} does not exist" in message
     assert "restore the file or remove the line" in message
     assert str(project.series_file) in message
 
 
 def test_unlisted_patch_file(project):
-    shutil.copyfile(project.patches_dir / FIRST_PATCH, project.patches_dir / "0099-stray.patch")
+    shutil.copyfile(project.patches_dir / SAMPLE_PATCH, project.patches_dir / "0099-stray.patch")
     message = series_error(series.check, project)
     assert "0099-stray.patch" in message and "not listed" in message
     assert "add it to the series or delete it" in message
@@ -315,9 +324,9 @@ def test_unlisted_patch_file(project):
 
 def test_duplicate_series_entry(project):
     with project.series_file.open("a") as f:
-        f.write(f"{FIRST_PATCH}\n")
+        f.write(f"{SAMPLE_PATCH}\n")
     message = series_error(series.check, project)
-    assert f"{FIRST_PATCH} is listed twice" in message
+    assert f"{SAMPLE_PATCH} is listed twice" in message
     assert "remove the duplicate line" in message
 
 
@@ -331,8 +340,8 @@ def test_stray_orig_or_rej_file(project, stray):
 
 
 def shift_hunk(project, number, lines):
-    """Move hunk `number` of PATCHED_FILE in the first patch by `lines`; returns the new hunk header."""
-    path = project.patches_dir / FIRST_PATCH
+    """Move hunk `number` of PATCHED_FILE in the sample patch by `lines`; returns the new hunk header."""
+    path = project.patches_dir / SAMPLE_PATCH
     text = path.read_text()
     header = patches.patch_hunks(text)[PATCHED_FILE][number - 1][0]
     old, new = map(int, re.match(r"@@ -(\d+),\d+ \+(\d+)", header).groups())
@@ -342,35 +351,37 @@ def shift_hunk(project, number, lines):
 
 
 def test_patch_needing_an_offset_names_patch_file_and_hunk(project):
-    header = shift_hunk(project, 2, -3)
+    header = shift_hunk(project, 1, -3)
     message = series_error(series.check, project)
-    assert f"{FIRST_PATCH}: {PATCHED_FILE}: hunk #2 ({header})" in message
+    assert f"{SAMPLE_PATCH}: {PATCHED_FILE}: hunk #1 ({header})" in message
     assert "offset of 3 lines" in message
     assert "make edit" in message and "make refresh" in message
 
 
-def test_patch_needing_an_offset_is_rewritten_by_edit_and_refresh(first_patch_project):
-    project = first_patch_project
+def test_patch_needing_an_offset_is_rewritten_by_edit_and_refresh(sample_patch_project):
+    project = sample_patch_project
     before = snapshot(project.root)
-    shift_hunk(project, 3, 5)
+    shift_hunk(project, 1, 5)
     assert "offset of -5 lines" in series_error(series.check, project)
-    assert series.edit(project) == [FIRST_PATCH]  # the remedy the message names must work
+    assert series.edit(project) == [SAMPLE_PATCH]  # the remedy the message names must work
     # The replay cache holds the commit edit made with a 3-way merge; it does not stand in for an exact application.
     assert "offset of -5 lines" in series_error(series.check, project)
-    assert series.refresh(project) == [FIRST_PATCH]
+    assert series.refresh(project) == [SAMPLE_PATCH]
     assert snapshot(project.root) == before
-    assert series.check(project) == [FIRST_PATCH]
+    assert series.check(project) == [SAMPLE_PATCH]
 
 
 def test_patch_with_wrong_context_names_patch_file_and_hunk(project):
     rewrite_patch(
         project,
-        FIRST_PATCH,
-        lambda text: text.replace("\n from packaging import version\n", "\n from packaging import versions\n"),
+        SAMPLE_PATCH,
+        lambda text: text.replace(
+            " class GGUFParameter(torch.nn.Parameter):\n", " class GGUFParameters(torch.nn.Parameter):\n", 1
+        ),
     )
     message = series_error(series.check, project)
-    header = patches.patch_hunks((REPO_ROOT / "patches" / FIRST_PATCH).read_text())[PATCHED_FILE][0][0]
-    assert f"{FIRST_PATCH}: {PATCHED_FILE}: hunk #1 ({header}) does not apply" in message
+    header = patches.patch_hunks((REPO_ROOT / "patches" / SAMPLE_PATCH).read_text())[PATCHED_FILE][0][0]
+    assert f"{SAMPLE_PATCH}: {PATCHED_FILE}: hunk #1 ({header}) does not apply" in message
     assert "make edit" in message
 
 
@@ -410,11 +421,11 @@ def test_cli_check_fails_with_exit_code_and_message_on_hand_edited_vendored_file
     assert "Traceback" not in result.stderr
 
 
-def test_hand_edited_patch_file_is_reported_by_the_reexport(first_patch_project):
-    project = first_patch_project
-    rewrite_patch(project, FIRST_PATCH, lambda text: text.replace("Forwarded: no\n", "Forwarded: no\n\n\n", 1))
+def test_hand_edited_patch_file_is_reported_by_the_reexport(sample_patch_project):
+    project = sample_patch_project
+    rewrite_patch(project, SAMPLE_PATCH, lambda text: text.replace("Forwarded: no\n", "Forwarded: no\n\n\n", 1))
     message = series_error(series.check, project)
-    assert f"{FIRST_PATCH}: a re-export differs from the committed file" in message
+    assert f"{SAMPLE_PATCH}: a re-export differs from the committed file" in message
     assert "make refresh" in message
 
 
@@ -435,11 +446,11 @@ def test_rebase_to_a_version_that_does_not_exist(project, tmp_path, monkeypatch)
 # Rebase onto synthetic upstream releases.
 
 
-def test_rebase_onto_release_with_lines_inserted_above_the_patch(first_patch_project, small_cache):
-    project = first_patch_project
+def test_rebase_onto_release_with_lines_inserted_above_the_patch(sample_patch_project, small_cache):
+    project = sample_patch_project
     old = (project.vendor_dir / VENDORED_FILE).read_text()
     names, dropped, releases = series.rebase(project, "0.42.2")
-    assert names == [FIRST_PATCH] and dropped == []
+    assert names == [SAMPLE_PATCH] and dropped == []
     # The release the primary leaves stays supported: the series replays onto it.
     assert releases == {BASE["version"]: []}
     assert project.supported_releases() == ["0.42.2", BASE["version"]]
@@ -452,20 +463,20 @@ def test_rebase_onto_release_with_lines_inserted_above_the_patch(first_patch_pro
         "files": {PATCHED_FILE: hashlib.sha256(new_pristine).hexdigest()},
     }
     # The vendored module is the old patched one with upstream's new lines: new pristine + series.
-    at = old.index("\nimport importlib\n") + 1
+    at = old.index(HEADER_LINE) + 1
     assert (project.vendor_dir / VENDORED_FILE).read_text() == old[:at] + INSERTED_ABOVE + old[at:]
     assert "UPSTREAM_VERSION = '0.42.2'" in (project.vendor_dir / "__init__.py").read_text()
     assert not project.rebase_dir.exists()
-    assert series.check(project) == [FIRST_PATCH]
+    assert series.check(project) == [SAMPLE_PATCH]
 
 
-def test_rebase_conflict_leaves_project_unchanged_and_continues_after_resolution(first_patch_project):
-    project = first_patch_project
+def test_rebase_conflict_leaves_project_unchanged_and_continues_after_resolution(sample_patch_project):
+    project = sample_patch_project
     old = (project.vendor_dir / VENDORED_FILE).read_text()
     before = snapshot(project.root)
     message = series_error(series.rebase, project, "0.42.3")
-    header = patches.patch_hunks((REPO_ROOT / "patches" / FIRST_PATCH).read_text())[PATCHED_FILE][0][0]
-    assert f"{FIRST_PATCH} conflicts with diffusers 0.42.3" in message
+    header = patches.patch_hunks((REPO_ROOT / "patches" / SAMPLE_PATCH).read_text())[PATCHED_FILE][0][0]
+    assert f"{SAMPLE_PATCH} conflicts with diffusers 0.42.3" in message
     assert f"{PATCHED_FILE}: conflict at line" in message and header in message
     assert "make rebase-continue" in message
     assert snapshot(project.root) == before
@@ -474,42 +485,42 @@ def test_rebase_conflict_leaves_project_unchanged_and_continues_after_resolution
     # A second rebase refuses while this one is in progress.
     assert "already in progress" in series_error(series.rebase, project, "0.42.3")
     # Resolve: upstream's changed line, plus the patch's change.
-    resolved = old.replace(IMPORT_LINE, CONFLICTING_IMPORT)
+    resolved = old.replace(PATCHED_CONTEXT, CONFLICTING_CONTEXT)
     (project.rebase_dir / PATCHED_FILE).write_text(resolved)
     run_git(project.rebase_dir, "add", PATCHED_FILE)
     names, dropped, releases = series.rebase_continue(project)
-    assert names == [FIRST_PATCH] and dropped == []
+    assert names == [SAMPLE_PATCH] and dropped == []
     assert project.read_base()["version"] == "0.42.3"
     assert (project.vendor_dir / VENDORED_FILE).read_text() == resolved
     assert not project.rebase_dir.exists()
     # The patch as rebased no longer replays onto the release the primary left: the report and check say so, and
     # the backport loop fixes it.
     (problem,) = releases[BASE["version"]]
-    assert f"patches/{FIRST_PATCH} does not replay onto diffusers {BASE['version']}" in problem
+    assert f"patches/{SAMPLE_PATCH} does not replay onto diffusers {BASE['version']}" in problem
     assert f"make edit RELEASE={BASE['version']}" in series_error(series.check, project)
     series_error(edit_release, project, BASE["version"])
     repo = project.release_work_dir(BASE["version"])
     (repo / PATCHED_FILE).write_text(old)
     run_git(repo, "add", PATCHED_FILE)
-    assert refresh_release(project, BASE["version"]) == ([FIRST_PATCH], [FIRST_PATCH])
-    assert project.backport_path(BASE["version"], FIRST_PATCH).exists()
-    assert series.check(project) == [FIRST_PATCH]
+    assert refresh_release(project, BASE["version"]) == ([SAMPLE_PATCH], [SAMPLE_PATCH])
+    assert project.backport_path(BASE["version"], SAMPLE_PATCH).exists()
+    assert series.check(project) == [SAMPLE_PATCH]
 
 
-def test_rebase_drops_a_patch_applied_upstream(first_patch_project):
-    project = first_patch_project
+def test_rebase_drops_a_patch_applied_upstream(sample_patch_project):
+    project = sample_patch_project
     names, dropped, _ = series.rebase(project, "0.42.4")
-    assert dropped == [FIRST_PATCH]
+    assert dropped == [SAMPLE_PATCH]
     assert names == []
-    assert not (project.patches_dir / FIRST_PATCH).exists()
+    assert not (project.patches_dir / SAMPLE_PATCH).exists()
     assert project.read_series() == names
     assert project.read_base()["version"] == "0.42.4"
     assert not (project.vendor_dir / VENDORED_FILE).exists()
     assert series.check(project) == []
 
 
-def test_cli_rebase_reports_the_dropped_patch(first_patch_project):
-    project = first_patch_project
+def test_cli_rebase_reports_the_dropped_patch(sample_patch_project):
+    project = sample_patch_project
     result = subprocess.run(
         [sys.executable, "-m", "tools.cli", "rebase", "0.42.4", "--root", str(project.root)],
         cwd=REPO_ROOT,
@@ -518,7 +529,7 @@ def test_cli_rebase_reports_the_dropped_patch(first_patch_project):
     )
     assert result.returncode == 0, result.stderr
     assert "series rebased onto diffusers 0.42.4" in result.stdout
-    assert f"{FIRST_PATCH}: applied upstream, dropped from the series" in result.stdout
+    assert f"{SAMPLE_PATCH}: applied upstream, dropped from the series" in result.stdout
 
 
 def test_rebase_continue_without_a_rebase(project):
@@ -731,14 +742,14 @@ def test_refresh_of_a_build_made_by_the_old_tooling_names_patches_by_their_subje
     assert sorted(p.name for p in project.patches_dir.glob("*.patch")) == sorted(names)
 
 
-def test_rebase_keeps_a_reworded_patch_under_its_name(first_patch_project):
-    project = first_patch_project
+def test_rebase_keeps_a_reworded_patch_under_its_name(sample_patch_project):
+    project = sample_patch_project
     series.edit(project)
     reword_head(project.work_dir, lambda text: "Reworded: " + text)
     series.refresh(project)
     names, dropped, _ = series.rebase(project, "0.42.2")
-    assert names == [FIRST_PATCH] and dropped == []
-    assert "\nSubject: Reworded: " in (project.patches_dir / FIRST_PATCH).read_text()
+    assert names == [SAMPLE_PATCH] and dropped == []
+    assert "\nSubject: Reworded: " in (project.patches_dir / SAMPLE_PATCH).read_text()
 
 
 # DEP-3 metadata, parsed with git interpret-trailers.
@@ -914,28 +925,28 @@ def test_sdist_extraction_refuses_members_outside_the_tree(tmp_path, monkeypatch
 SMALL_BACKPORTED, SMALL_REPLAYING = CONFLICTING_RELEASES[1], INSERTED_ABOVE_RELEASES[1]
 
 
-def resolve_first_patch_conflict(project, repo):
-    """What the maintainer writes where the lines the first patch changes changed upstream: upstream's line, with the
+def resolve_sample_patch_conflict(project, repo):
+    """What the maintainer writes where the lines the sample patch changes changed upstream: upstream's line, with the
     patch's change."""
-    resolved = (project.vendor_dir / VENDORED_FILE).read_text().replace(IMPORT_LINE, CONFLICTING_IMPORT)
+    resolved = (project.vendor_dir / VENDORED_FILE).read_text().replace(PATCHED_CONTEXT, CONFLICTING_CONTEXT)
     (repo / PATCHED_FILE).write_text(resolved)
     run_git(repo, "add", PATCHED_FILE)
 
 
 @pytest.fixture(scope="session")
 def backported_template(tmp_path_factory, small_releases):
-    """A small project whose series is the first patch and a local-only patch, supporting SMALL_REPLAYING (the series
-    replays with git) and SMALL_BACKPORTED (the first patch through its backport), made with the tooling."""
+    """A small project whose series is the sample patch and a local-only patch, supporting SMALL_REPLAYING (the series
+    replays with git) and SMALL_BACKPORTED (the sample patch through its backport), made with the tooling."""
     root = tmp_path_factory.mktemp("backported") / "project"
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("DIFFUSERS_PATCHED_CACHE", str(small_releases["cache"]))
-        project = small_project(root, small_releases, [FIRST_PATCH], [PATCHED_FILE])
+        project = small_project(root, small_releases, [SAMPLE_PATCH], [PATCHED_FILE])
         add_patch(project, LOCAL_ONLY, text="\n\n# Local policy.\n", path=CONSTANTS_FILE)
         for version in (SMALL_REPLAYING, SMALL_BACKPORTED):
             add_release(project, version)
         series_error(edit_release, project, SMALL_BACKPORTED)
-        resolve_first_patch_conflict(project, project.release_work_dir(SMALL_BACKPORTED))
-        assert refresh_release(project, SMALL_BACKPORTED)[1] == [FIRST_PATCH]
+        resolve_sample_patch_conflict(project, project.release_work_dir(SMALL_BACKPORTED))
+        assert refresh_release(project, SMALL_BACKPORTED)[1] == [SAMPLE_PATCH]
         assert refresh_releases(project) == {SMALL_BACKPORTED: [], SMALL_REPLAYING: []}
         series.check(project)
     shutil.rmtree(project.root / "build")
@@ -951,12 +962,12 @@ def backported_project(backported_template, small_cache, tmp_path):
 def test_release_without_its_backport_names_patch_file_hunk_and_command_and_edit_refresh_writes_it(backported_project):
     project = backported_project
     before = snapshot(project.root)
-    project.backport_path(SMALL_BACKPORTED, FIRST_PATCH).unlink()
+    project.backport_path(SMALL_BACKPORTED, SAMPLE_PATCH).unlink()
     message = series_error(series.check, project)
-    assert f"patches/{FIRST_PATCH} does not replay onto diffusers {SMALL_BACKPORTED}:" in message
+    assert f"patches/{SAMPLE_PATCH} does not replay onto diffusers {SMALL_BACKPORTED}:" in message
     hunk = re.search(r"  (src/\S+): conflict at line \d+, hunk #(\d+) \((@@ [^)]*)\)", message)
     assert hunk, message
-    assert hunk.group(1) == PATCHED_FILE and hunk.group(3) in (project.patches_dir / FIRST_PATCH).read_text()
+    assert hunk.group(1) == PATCHED_FILE and hunk.group(3) in (project.patches_dir / SAMPLE_PATCH).read_text()
     assert (
         f"`make edit RELEASE={SMALL_BACKPORTED}`" in message
         and f"`make refresh RELEASE={SMALL_BACKPORTED}`" in message
@@ -964,30 +975,30 @@ def test_release_without_its_backport_names_patch_file_hunk_and_command_and_edit
     # The remedy: edit stops at the conflict, the maintainer resolves it, refresh writes the backport.
     message = series_error(edit_release, project, SMALL_BACKPORTED)
     assert f"make refresh RELEASE={SMALL_BACKPORTED}" in message
-    resolve_first_patch_conflict(project, project.release_work_dir(SMALL_BACKPORTED))
+    resolve_sample_patch_conflict(project, project.release_work_dir(SMALL_BACKPORTED))
     names, backported = refresh_release(project, SMALL_BACKPORTED)
-    assert backported == [FIRST_PATCH] and names == project.read_series()
+    assert backported == [SAMPLE_PATCH] and names == project.read_series()
     assert snapshot(project.root) == before
 
 
-def test_release_lacking_a_file_the_patch_changes_names_the_file(first_patch_project):
-    project = first_patch_project
+def test_release_lacking_a_file_the_patch_changes_names_the_file(sample_patch_project):
+    project = sample_patch_project
     add_release(project, LACKING_RELEASE)
     message = series_error(series.check, project)
-    assert f"patches/{FIRST_PATCH} does not replay onto diffusers {LACKING_RELEASE}:" in message
+    assert f"patches/{SAMPLE_PATCH} does not replay onto diffusers {LACKING_RELEASE}:" in message
     assert f"  {PATCHED_FILE}: the patch changes this file, which this release does not have" in message
 
 
 def test_backport_that_no_longer_applies_names_it_and_the_command(backported_project):
     project = backported_project
-    backport = project.backport_path(SMALL_BACKPORTED, FIRST_PATCH)
+    backport = project.backport_path(SMALL_BACKPORTED, SAMPLE_PATCH)
     text = backport.read_text()
     # A context line of the first hunk (the diffstat above the diffs is indented too).
     start = text.index("\n@@ ")
     context = next(line for line in text[start:].splitlines() if line.startswith(" ") and line.strip())
     backport.write_text(text[:start] + text[start:].replace(context + "\n", context + "  # changed context\n", 1))
     message = series_error(series.check, project)
-    assert f"patches/backports/{SMALL_BACKPORTED}/{FIRST_PATCH} no longer applies exactly" in message
+    assert f"patches/backports/{SMALL_BACKPORTED}/{SAMPLE_PATCH} no longer applies exactly" in message
     assert f"make edit RELEASE={SMALL_BACKPORTED}" in message
 
 
@@ -1018,12 +1029,12 @@ def test_skipped_patch_needs_a_reason_and_is_left_out_of_the_release(backported_
     project = backported_project
     entries = project.read_series()
     releases = project.read_releases()
-    releases["releases"][SMALL_REPLAYING]["skipped"] = {FIRST_PATCH: ""}
+    releases["releases"][SMALL_REPLAYING]["skipped"] = {SAMPLE_PATCH: ""}
     project.write_releases(releases)
     record = project.release_record(SMALL_REPLAYING)
     message = series_error(release_plan, project, SMALL_REPLAYING, record, entries)
-    assert f"{SMALL_REPLAYING} skips {FIRST_PATCH} without a reason" in message
-    record["skipped"] = {FIRST_PATCH: "upstream's load_sub_model differs on this release"}
+    assert f"{SMALL_REPLAYING} skips {SAMPLE_PATCH} without a reason" in message
+    record["skipped"] = {SAMPLE_PATCH: "upstream's GGUFParameter differs on this release"}
     assert [name for name, _, _ in release_plan(project, SMALL_REPLAYING, record, entries)] == entries[1:]
 
 
@@ -1072,16 +1083,16 @@ def test_the_change_of_a_patch_is_its_changed_lines_not_its_context_or_position(
 def test_backport_written_for_an_earlier_state_of_its_patch_names_the_releases_to_edit(backported_project):
     project = backported_project
     releases = project.read_releases()
-    key = f"{SMALL_BACKPORTED}/{FIRST_PATCH}"
+    key = f"{SMALL_BACKPORTED}/{SAMPLE_PATCH}"
     assert releases["backport_of"][key] == patches.changed_lines_digest(
-        (project.patches_dir / FIRST_PATCH).read_text()
+        (project.patches_dir / SAMPLE_PATCH).read_text()
     )
     # As if the series' patch had changed its lines after the backport was written.
     releases["backport_of"][key] = "0" * 64
     project.write_releases(releases)
     message = series_error(series.check, project)
-    assert f"patches/backports/{key} backports {FIRST_PATCH} as it was" in message
-    for version in backport_users(project, SMALL_BACKPORTED, FIRST_PATCH):
+    assert f"patches/backports/{key} backports {SAMPLE_PATCH} as it was" in message
+    for version in backport_users(project, SMALL_BACKPORTED, SAMPLE_PATCH):
         assert f"`make edit RELEASE={version}` + `make refresh RELEASE={version}`" in message
 
 
