@@ -156,13 +156,8 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
 # classes with a topic marker of tests/testing_utils.py, no mock of a private name; `make verify-prs` says what each
 # lacks). A new patch's tests are written in the idiom; a patch whose tests are rewritten leaves this list.
 NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
-    "materialize-tensors-left-on-meta-in-from-single-file.patch",
-    "summarize-missing-keys-of-single-file-loads.patch",
-    "from-single-file-strict-argument.patch",
-    "warn-about-missing-keys-without-low-cpu-mem-usage.patch",
     "run-bitsandbytes-components-planned-on-the-cpu-there.patch",
     "from-pretrained-materializes-missing-weights.patch",
-    "audio-vaes-support-group-offloading.patch",
 ]
 
 
