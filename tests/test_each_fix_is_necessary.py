@@ -119,7 +119,6 @@ LEFT_OUT_TOGETHER = {
         "offloading-preloads-the-modules-that-declare-it.patch",
         "offloading-onloads-before-forward-pre-hooks.patch",
     ],
-    "single-file-t5-ties-input-embeddings.patch": ["single-file-t5-in-evaluation-mode.patch"],
     "size-bitsandbytes-components-as-they-will-be-loaded.patch": [
         "count-tied-weights-once-when-planning.patch",
         "count-float32-modules-in-float32-when-planning.patch",
