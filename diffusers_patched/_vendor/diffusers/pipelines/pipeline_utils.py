@@ -1384,12 +1384,6 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
                 The PyTorch device type of the accelerator that shall be used in inference. If not specified, it will
                 automatically detect the available accelerator and use.
         """
-        self._maybe_raise_error_if_group_offload_active(raise_error=True)
-        self._maybe_raise_error_if_tensor_parallel_active()
-
-        if not is_accelerate_available() or is_accelerate_version("<", "0.14.0"):
-            raise ImportError("`enable_sequential_cpu_offload` requires `accelerate v0.14.0` or higher")
-
         if is_optimum_quanto_available():
             # optimum-quanto imports diffusers: imported here to avoid a circular import.
             from optimum.quanto import QTensor
@@ -1409,6 +1403,12 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
                         f"{len(quantized) - 1} more). Offload the pipeline with `enable_group_offload()` or "
                         "`enable_model_cpu_offload()` instead."
                     )
+
+        self._maybe_raise_error_if_group_offload_active(raise_error=True)
+        self._maybe_raise_error_if_tensor_parallel_active()
+
+        if not is_accelerate_available() or is_accelerate_version("<", "0.14.0"):
+            raise ImportError("`enable_sequential_cpu_offload` requires `accelerate v0.14.0` or higher")
 
         # The offload hooks move every weight to the meta device between forward passes. Keep the quantization
         # statistics of bitsandbytes 4-bit weights, which the hooks cannot restore, before any hook is attached or
