@@ -30,10 +30,7 @@ LEFT_OUT_TOGETHER = {
         "offloading-preloads-the-modules-that-declare-it.patch",
         "offloading-onloads-before-forward-pre-hooks.patch",
     ],
-    "bnb-4bit-quant-state-survives-offload-hooks.patch": [
-        "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
-        "refuse-to-sequentially-offload-quanto-weights.patch",
-    ],
+    "bnb-4bit-quant-state-survives-offload-hooks.patch": ["refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"],
     "from-pretrained-materializes-missing-weights.patch": ["local-strict-load-default-from-environment.patch"],
     "fuse-lora-into-gguf-quantized-weights.patch": [
         "fuse-lora-into-offloaded-weights.patch",
