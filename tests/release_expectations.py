@@ -56,6 +56,8 @@ NOT_CARRIED_TO_0_37_1 = {
 NO_QUANTIZER = "diffusers {release} has no {quantizer} quantizer (added in {added}): the test cannot import its config"
 SDNQ_LORA_TEST = "tests/lora/test_lora_flux_sdnq.py"
 BFL_LORA_TEST = "tests/lora/test_lora_flux_bfl_nvfp4.py"
+# Imports `BFLQuantizationConfig` (and `SDNQConfig`) for its BFL and SDNQ cases.
+LOW_PRECISION_FUSE_TEST = "tests/lora/test_lora_fuse_low_precision_weights.py"
 
 CARRIED_TESTS_FAILING = {
     release: {
@@ -79,10 +81,14 @@ CARRIED_TESTS_FAILING = {
             if release != "0.40.0"
             else {}
         ),
-        BFL_LORA_TEST: NO_QUANTIZER.format(release=release, quantizer="BFL", added="0.42.0"),
+        **{
+            test: NO_QUANTIZER.format(release=release, quantizer="BFL", added="0.42.0")
+            for test in (BFL_LORA_TEST, LOW_PRECISION_FUSE_TEST)
+        },
     }
     for release in ("0.37.1", "0.38.0", "0.39.0", "0.40.0")
 }
 CARRIED_TESTS_FAILING["0.41.0"] = {
-    BFL_LORA_TEST: NO_QUANTIZER.format(release="0.41.0", quantizer="BFL", added="0.42.0"),
+    test: NO_QUANTIZER.format(release="0.41.0", quantizer="BFL", added="0.42.0")
+    for test in (BFL_LORA_TEST, LOW_PRECISION_FUSE_TEST)
 }

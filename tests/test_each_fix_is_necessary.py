@@ -36,10 +36,19 @@ LEFT_OUT_TOGETHER = {
         "fuse-lora-into-offloaded-weights.patch",
         "fuse-lora-into-quanto-quantized-weights.patch",
         "adapter-operations-on-compiled-models.patch",
+        "unfuse-lora-restores-requantized-weights.patch",
+        "refuse-to-fuse-lora-into-low-precision-weights.patch",
+        "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
     ],
     "fuse-lora-into-offloaded-weights.patch": [
         "fuse-lora-into-quanto-quantized-weights.patch",
         "adapter-operations-on-compiled-models.patch",
+        "unfuse-lora-restores-requantized-weights.patch",
+        "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
+    ],
+    "fuse-lora-into-quanto-quantized-weights.patch": [
+        "unfuse-lora-restores-requantized-weights.patch",
+        "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
     ],
     "gguf-parameter-keeps-quant-type-when-rebuilt.patch": ["gguf-dequantized-weights-stay-parameters.patch"],
     "group-offload-keeps-what-models-read-outside-forward.patch": [
@@ -69,7 +78,11 @@ LEFT_OUT_TOGETHER = {
         "offloading-onloads-before-forward-pre-hooks.patch",
     ],
     "group-offload-to-disk-keeps-tied-weights.patch": ["group-offload-to-disk-keeps-weights-tied-across-blocks.patch"],
-    "load-flux-loras-into-quanto-quantized-transformers.patch": ["fuse-lora-into-quanto-quantized-weights.patch"],
+    "load-flux-loras-into-quanto-quantized-transformers.patch": [
+        "fuse-lora-into-quanto-quantized-weights.patch",
+        "unfuse-lora-restores-requantized-weights.patch",
+        "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
+    ],
     "ltx2-single-file-map-ltx-2-3-keys.patch": ["ltx2-audio-vae-loads-from-a-single-file.patch"],
     "materialize-tensors-left-on-meta-in-from-single-file.patch": [
         "summarize-missing-keys-of-single-file-loads.patch",
@@ -88,6 +101,8 @@ LEFT_OUT_TOGETHER = {
         "fuse-lora-into-quanto-quantized-weights.patch",
         "textual-inversion-on-offloaded-text-encoders.patch",
         "adapter-operations-on-compiled-models.patch",
+        "unfuse-lora-restores-requantized-weights.patch",
+        "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
     ],
     "save-offloaded-weights-not-meta-placeholders.patch": ["save-weights-group-offloaded-to-disk.patch"],
     "sequential-offload-keeps-the-user-device.patch": [
@@ -96,6 +111,8 @@ LEFT_OUT_TOGETHER = {
         "fuse-lora-into-quanto-quantized-weights.patch",
         "textual-inversion-on-offloaded-text-encoders.patch",
         "adapter-operations-on-compiled-models.patch",
+        "unfuse-lora-restores-requantized-weights.patch",
+        "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
     ],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",

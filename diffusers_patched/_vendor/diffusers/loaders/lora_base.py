@@ -88,7 +88,12 @@ def fuse_text_encoder_lora(text_encoder, lora_scale=1.0, safe_fusing=False, adap
         adapter_names (`list[str]` or `str`):
             The names of the adapters to use.
     """
-    from .peft import _maybe_dequantize_quanto_base_weight, _maybe_restore_quantized_base_weight
+    from .peft import (
+        _maybe_dequantize_quanto_base_weight,
+        _maybe_keep_quantized_base_weight,
+        _maybe_restore_quantized_base_weight,
+        _warn_if_quantization_rounds_the_lora_away,
+    )
 
     merge_kwargs = {"safe_merge": safe_fusing}
 
@@ -110,9 +115,11 @@ def fuse_text_encoder_lora(text_encoder, lora_scale=1.0, safe_fusing=False, adap
                     )
 
                 _maybe_dequantize_quanto_base_weight(module)
+                _maybe_keep_quantized_base_weight(module)
                 module.merge(**merge_kwargs)
                 # Nothing was fused into this layer (its adapters are not in `adapter_names`).
                 _maybe_restore_quantized_base_weight(module)
+        _warn_if_quantization_rounds_the_lora_away(text_encoder)
 
 
 def unfuse_text_encoder_lora(text_encoder):

@@ -115,8 +115,55 @@ def _maybe_dequantize_quanto_base_weight(module):
         base_layer.weight = torch.nn.Parameter(base_layer.weight.dequantize(), requires_grad=False)
 
 
+def _maybe_keep_quantized_base_weight(module):
+    # PEFT fuses into a torchao weight by dequantizing it, adding the delta and quantizing the sum, and unfuses the same
+    # way: each round trip moves the weight by up to a quantization step, and the moves add up. The quantized weight is
+    # kept, out of the state dict, for unfusing.
+    from ..hooks.group_offloading import _is_torchao_tensor
+
+    weight = getattr(module.get_base_layer(), "weight", None)
+    if _is_torchao_tensor(weight):
+        module.__dict__.setdefault("_quantized_base_weight", weight)
+
+
+def _warn_if_quantization_rounds_the_lora_away(model):
+    # A quanto or torchao layer computes with the fused weight quantized again. The weight it was fused into holds
+    # quantized values already, so a change smaller than the quantization step rounds back to them: the fused weights
+    # miss the LoRA's change by that much, over every layer fused into. Called while offloaded weights are onloaded.
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    from ..hooks.group_offloading import _is_torchao_tensor
+
+    missed = fused = 0.0
+    for module in model.modules():
+        if not isinstance(module, BaseTunerLayer) or not module.merged:
+            continue
+        quantized_base_weight = module.__dict__.get("_quantized_base_weight")
+        base_layer = module.get_base_layer()
+        if _is_quanto_tensor(quantized_base_weight):
+            weight = base_layer.qweight.dequantize()
+        elif _is_torchao_tensor(quantized_base_weight):
+            weight = base_layer.weight.dequantize()
+        else:
+            continue
+        change = sum(module.get_delta_weight(adapter).float() for adapter in module.merged_adapters)
+        kept = weight.float() - quantized_base_weight.dequantize().float()
+        missed += (kept - change).pow(2).sum().item()
+        fused += change.pow(2).sum().item()
+    if fused == 0:
+        return
+    error = (missed / fused) ** 0.5
+    logger.info(f"The quantized weights the LoRA was fused into differ from its change by {error:.0%} of it.")
+    if error > 0.5:
+        logger.warning(
+            f"The quantized weights the LoRA was fused into differ from its change by {error:.0%} of it: quantizing "
+            "the fused weights again moves them by up to a quantization step, more than this LoRA changes them. Use "
+            "the LoRA without fusing it, or fuse it into the model before quantizing it."
+        )
+
+
 def _maybe_restore_quantized_base_weight(module):
-    # Puts back, bit for bit, the GGUF or quanto weight a LoRA was fused into once no adapter is fused into it anymore.
+    # Puts back, bit for bit, the quantized weight a LoRA was fused into once no adapter is fused into it anymore.
     if not module.merged and "_quantized_base_weight" in module.__dict__:
         base_layer = module.get_base_layer()
         base_layer.weight = module.__dict__.pop("_quantized_base_weight").to(base_layer.weight.device)
@@ -748,6 +795,16 @@ class PeftAdapterMixin:
         for name, module in self.named_modules():
             if isinstance(module, BaseTunerLayer):
                 weight = getattr(module.get_base_layer(), "weight", None)
+                # PEFT adds the LoRA to the stored weight: one stored as plain int8, packed bytes or float8 values (SDNQ,
+                # BFL fp8 and nvfp4, layerwise casting) cannot take it, and fusing would stop after changing other layers.
+                if type(weight) in (torch.Tensor, torch.nn.Parameter) and (
+                    not weight.dtype.is_floating_point or weight.dtype.itemsize < 2
+                ):
+                    raise ValueError(
+                        f"Cannot fuse LoRA into `{name}`: its weight is stored as {weight.dtype}, which a LoRA cannot be "
+                        "added to. Use the LoRA without fusing it, or fuse it before quantizing the model or enabling "
+                        "layerwise casting."
+                    )
                 if weight.__class__.__name__ == "GGUFParameter" and weight.is_meta:
                     raise ValueError(
                         f"Cannot fuse LoRA into `{name}`: its GGUF-quantized weight is offloaded (on the meta device). "
@@ -761,6 +818,7 @@ class PeftAdapterMixin:
         self._safe_fusing = safe_fusing
         with _fusing_into_offloaded_weights(self):
             self.apply(partial(self._fuse_lora_apply, adapter_names=adapter_names))
+            _warn_if_quantization_rounds_the_lora_away(self)
 
     def _fuse_lora_apply(self, module, adapter_names=None):
         from peft.tuners.tuners_utils import BaseTunerLayer
@@ -792,6 +850,7 @@ class PeftAdapterMixin:
                 weight = dequantize_gguf_tensor(base_layer.weight).to(base_layer.compute_dtype)
                 base_layer.weight = torch.nn.Parameter(weight, requires_grad=False)
             _maybe_dequantize_quanto_base_weight(module)
+            _maybe_keep_quantized_base_weight(module)
 
             module.merge(**merge_kwargs)
             # Nothing was fused into this layer (its adapters are not in `adapter_names`).
