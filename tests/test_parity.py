@@ -10,7 +10,7 @@ import copy
 
 import pytest
 
-from diffusers_patched.selftest.judges import FAILS, RIGHT
+from diffusers_patched.selftest.judges import FAILS, RIGHT, WRONG
 from diffusers_patched.selftest.parity import PARITY, cell_verdicts, parity_breaks
 from diffusers_patched.selftest.scenarios.registry import Outcome
 
@@ -37,12 +37,46 @@ UPSTREAM_NOT_RIGHT = {
         "RuntimeError: Only Tensors of floating point and complex dtype can require gradients",
         "fixed",
     ),
+    # fuse: load-flux-loras-into-quanto-quantized-transformers lets the LoRA load, fuse-lora-into-quanto-quantized-weights
+    # fuses it; fuse-lora-into-gguf-quantized-weights dequantizes GGUF weights to fuse into them.
+    **{
+        (f"quanto {dtype}", "fuse"): ("KeyError: 'single_transformer_blocks.0.attn.to_k.weight'", "fixed")
+        for dtype in ("int8", "int4", "float8")
+    },
+    ("gguf Q8_0", "fuse"): ("RuntimeError: The size of tensor a (68) must match the size of tensor b (64)", "fixed"),
+    # unfuse-lora-restores-requantized-weights: PEFT unfuses a torchao weight by quantizing it again, a step away.
+    ("torchao int8 weight-only", "fuse"): (
+        "keeps 100.1% of the LoRA's effect (bound 90%); unfused: max abs diff",
+        "fixed",
+    ),
+    # refuse-to-fuse-lora-into-low-precision-weights: PEFT adds the LoRA to int8, packed or float8 storage.
+    ("sdnq int8", "fuse"): (
+        "RuntimeError: result type Float can't be cast to the desired output type Char",
+        "refused",
+    ),
+    ("sdnq uint4", "fuse"): ("ValueError: not enough values to unpack (expected 2, got 1)", "refused"),
+    ("bfl fp8r", "fuse"): ("RuntimeError: Promotion for Float8 Types is not supported", "refused"),
+    ("bfl nvfp4", "fuse"): (
+        "RuntimeError: Only Tensors of floating point and complex dtype can require gradients",
+        "refused",
+    ),
+    # Upstream's LoRA loader casts the quantized text encoder (fixed, see "lora"); then fused, the 4-bit text encoder
+    # keeps most of the LoRA, but unfused it computes other outputs than before fusing: PEFT's bitsandbytes merge and
+    # unmerge on a CPU, left as found (docs/parity.md).
+    ("bitsandbytes nf4 text encoder", "fuse"): ("ValueError: You cannot cast a bitsandbytes model", "wrong otherwise"),
     # Refused on both sides: GGUF and BFL models cannot be saved (their quantizers' `is_serializable` is False).
     **{
         (name, flow): (_NOT_SERIALIZABLE.format(method), "refused on both sides")
         for name, method in (("gguf Q8_0", "GGUF"), ("bfl fp8r", "BFL"), ("bfl nvfp4", "BFL"))
         for flow in ("model round trip", "pipeline round trip")
     },
+}
+# What the patched side does in the cells of UPSTREAM_NOT_RIGHT that it refuses, or gets wrong otherwise than upstream:
+# (verdict, the start of its figure). The bitsandbytes figure depends on the CPU (AVX512-BF16 or not): only its kind.
+REFUSED_FUSE = "ValueError: Cannot fuse LoRA into `transformer_blocks.0.attn.to_q`: its weight is stored as torch."
+PATCHED_OTHERWISE = {
+    **{(name, "fuse"): (FAILS, REFUSED_FUSE) for name in ("sdnq int8", "sdnq uint4", "bfl fp8r", "bfl nvfp4")},
+    ("bitsandbytes nf4 text encoder", "fuse"): (WRONG, "keeps "),
 }
 
 
@@ -75,10 +109,11 @@ def test_patched_cells_that_are_not_right_fail_as_upstream(parity_outcomes):
         for flow, (verdict, figure) in cell_verdicts(parity_outcomes["patched"][name]).items()
         if verdict != RIGHT
     }
-    expected = {cell: error for cell, (error, fate) in UPSTREAM_NOT_RIGHT.items() if fate != "fixed"}
+    expected = {cell: (FAILS, error) for cell, (error, fate) in UPSTREAM_NOT_RIGHT.items() if fate != "fixed"}
+    expected.update(PATCHED_OTHERWISE)
     assert sorted(patched) == sorted(expected)
     for cell, (verdict, figure) in patched.items():
-        assert verdict == FAILS and figure.startswith(expected[cell]), (cell, figure)
+        assert verdict == expected[cell][0] and figure.startswith(expected[cell][1]), (cell, figure)
 
 
 def test_every_backend_quantizes_the_layers_it_is_judged_on(parity_outcomes):

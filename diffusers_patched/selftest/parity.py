@@ -11,7 +11,10 @@ one entry of `PARITY`, a tiny Flux transformer through every flow, each flow a c
 - `to and from_pipe`: `pipe.to("cpu")`, then `FluxPipeline.from_pipe(pipe)`;
 - `model cpu offload`: `enable_model_cpu_offload(device="cpu")`;
 - `lora`: `load_lora_weights`, against the reference with the same LoRA, then `unload_lora_weights()`, against the
-  loaded model.
+  loaded model;
+- `fuse`: `load_lora_weights`, `fuse_lora()`, then `unfuse_lora()`: the share of the LoRA's effect on the output the
+  fused model keeps (a backend that quantizes the fused weight again rounds some of it away), and the unfused model
+  against the one before fusing.
 
 A cell holds the max abs diff to its reference (or the error), and the output itself: the suite asserts that wherever
 upstream is right the patched side is right too, with the same outputs (tests/test_parity.py).
@@ -22,6 +25,7 @@ Nunchaku's quantizer requires CUDA in `validate_environment`; ModelOpt and AutoR
 (docs/parity.md). SDNQ (diffusers 0.40.0 and later) runs on a CPU with its PyTorch kernels.
 """
 
+import functools
 import logging
 import os
 import sys
@@ -32,7 +36,11 @@ from .scenarios.registry import _main, scenario
 
 
 PARITY = {}
-FLOWS = ("load", "model round trip", "pipeline round trip", "to and from_pipe", "model cpu offload", "lora")
+FLOWS = ("load", "model round trip", "pipeline round trip", "to and from_pipe", "model cpu offload", "lora", "fuse")
+# The least share of a LoRA's effect on the output a fused model must keep: quantizing the fused weights again rounds
+# some of it away (the tiny models' LoRAs change their outputs by about as much as their weights, so a 4-bit backend
+# keeps most), while a fuse that changes nothing the model computes with keeps none.
+RETENTION_BOUND = 0.9
 
 
 def cell_verdict(cell):
@@ -40,7 +48,13 @@ def cell_verdict(cell):
         return FAILS, cell["error"]
     if cell.get("reported_missing"):
         return WRONG, f"a complete checkpoint said to lack keys: {cell['reported_missing'][0][:200]}"
-    return close(cell["diffs"], scale=cell["scale"])
+    verdict, figure = close(cell["diffs"], scale=cell["scale"])
+    if "retention" not in cell:
+        return verdict, figure
+    kept = f"keeps {cell['retention']:.1%} of the LoRA's effect (bound {RETENTION_BOUND:.0%}); unfused: {figure}"
+    if verdict == RIGHT and not RETENTION_BOUND <= cell["retention"] <= 2 - RETENTION_BOUND:
+        verdict = WRONG
+    return verdict, kept
 
 
 def cell_verdicts(outcome):
@@ -167,10 +181,28 @@ def _cell(run):
     }
 
 
+def _fuse_cell(run, loaded):
+    """The `fuse` cell: `run()` returns the outputs fused, with the LoRA unfused before fusing and after unfusing, and
+    the reference's with the LoRA; the share of the reference's change of output the fused model's change keeps."""
+    try:
+        fused, unfused, after_unfusing, expected = run()
+    except Exception as e:
+        return {"diffs": [], "scale": 1.0, "output": None, "error": f"{type(e).__name__}: {e}"[:400]}
+    kept, wanted = (fused - loaded).flatten().double(), (expected - loaded).flatten().double()
+    return {
+        "diffs": [(after_unfusing - unfused).abs().max().item()],
+        "scale": unfused.abs().max().item(),
+        "output": fused.flatten()[:64].tolist(),
+        "error": None,
+        "retention": (kept @ wanted / (wanted @ wanted)).item(),
+    }
+
+
 def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, save_kwargs=None):
     """The pipeline flows of FLOWS, each on a fresh `load_pipeline()` (a flow that fails must not decide the next one's
     result): `run(pipe)` is the output of its quantized component, `loaded` that output once loaded, `lora()` a LoRA for
     `load_lora_weights` and the output the reference computes with it."""
+    lora = functools.cache(lora)
 
     def pipeline_round_trip():
         load_pipeline().save_pretrained(workdir / "pipeline", **(save_kwargs or {}))
@@ -194,13 +226,23 @@ def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, 
         pipe.unload_lora_weights()
         return [output, run(pipe)], [expected, loaded]
 
+    def fused_lora():
+        lora_state_dict, expected = lora()
+        pipe = load_pipeline()
+        pipe.load_lora_weights(dict(lora_state_dict))
+        unfused = run(pipe)
+        pipe.fuse_lora()
+        fused = run(pipe)
+        pipe.unfuse_lora()
+        return fused, unfused, run(pipe), expected
+
     flows = {
         "pipeline round trip": pipeline_round_trip,
         "to and from_pipe": to_and_from_pipe,
         "model cpu offload": model_cpu_offload,
         "lora": with_lora,
     }
-    return {flow: _cell(run_flow) for flow, run_flow in flows.items()}
+    return {**{flow: _cell(run_flow) for flow, run_flow in flows.items()}, "fuse": _fuse_cell(fused_lora, loaded)}
 
 
 def _loaded(load, output):
