@@ -218,19 +218,19 @@ def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, 
         pipe.enable_model_cpu_offload(device="cpu")
         return [run(pipe)], [loaded]
 
-    def with_lora():
+    def pipeline_with_lora():
         lora_state_dict, expected = lora()
         pipe = load_pipeline()
         pipe.load_lora_weights(dict(lora_state_dict))
-        output = run(pipe)
+        return pipe, run(pipe), expected
+
+    def with_lora():
+        pipe, output, expected = pipeline_with_lora()
         pipe.unload_lora_weights()
         return [output, run(pipe)], [expected, loaded]
 
     def fused_lora():
-        lora_state_dict, expected = lora()
-        pipe = load_pipeline()
-        pipe.load_lora_weights(dict(lora_state_dict))
-        unfused = run(pipe)
+        pipe, unfused, expected = pipeline_with_lora()
         pipe.fuse_lora()
         fused = run(pipe)
         pipe.unfuse_lora()
