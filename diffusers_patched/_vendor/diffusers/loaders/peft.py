@@ -521,7 +521,7 @@ class PeftAdapterMixin:
             adapter_name: (`str`, defaults to "default"): The name of the adapter to serialize. Useful when the
                 underlying model has multiple adapters loaded.
             upcast_before_saving (`bool`, defaults to `False`):
-                Whether to cast the underlying model to `torch.float32` before serialization.
+                Whether to cast the LoRA parameters to `torch.float32` before serialization.
             safe_serialization (`bool`, *optional*, defaults to `True`):
                 Whether to save the model using `safetensors` or the traditional PyTorch way with `pickle`.
             weight_name: (`str`, *optional*, defaults to `None`): Name of the file to serialize the state dict with.
@@ -541,9 +541,10 @@ class PeftAdapterMixin:
 
         # Offloading keeps the LoRA layers' weights elsewhere (on the meta device, or in group offloading's files).
         with onload_offloaded_weights(self):
-            lora_layers_to_save = get_peft_model_state_dict(
-                self.to(dtype=torch.float32 if upcast_before_saving else None), adapter_name=adapter_name
-            )
+            # `self.to(dtype=...)` is refused for quantized models, and would cast the whole model: cast only the LoRA.
+            lora_layers_to_save = get_peft_model_state_dict(self, adapter_name=adapter_name)
+        if upcast_before_saving:
+            lora_layers_to_save = {name: param.to(torch.float32) for name, param in lora_layers_to_save.items()}
         if os.path.isfile(save_directory):
             raise ValueError(f"Provided path ({save_directory}) should be a directory, not a file")
 
