@@ -49,6 +49,12 @@ def _figure(what, diffs, bound):
     return f"{what} {worst:.2g}{comparisons} ({bound})"
 
 
+# The least share of a LoRA's effect on the output a fused model must keep: quantizing the fused weights again rounds
+# some of it away (the tiny models' LoRAs change their outputs by about as much as their weights, so a 4-bit backend
+# keeps most), while a fuse that changes nothing the model computes with keeps none.
+RETENTION_BOUND = 0.9
+
+
 def close(diffs, what="max abs diff to the reference", scale=1.0):
     """(RIGHT, figure) when every max abs diff in `diffs` is within TOLERANCE of a reference of magnitude `scale`, else
     (WRONG, figure): the output of a computation, equal to its reference up to float32 rounding."""

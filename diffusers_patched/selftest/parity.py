@@ -30,17 +30,13 @@ import logging
 import os
 import sys
 
-from .judges import FAILS, RIGHT, WRONG, close
+from .judges import FAILS, RETENTION_BOUND, RIGHT, WRONG, close
 from .scenarios.common import diffusers_log_messages
 from .scenarios.registry import _main, scenario
 
 
 PARITY = {}
 FLOWS = ("load", "model round trip", "pipeline round trip", "to and from_pipe", "model cpu offload", "lora", "fuse")
-# The least share of a LoRA's effect on the output a fused model must keep: quantizing the fused weights again rounds
-# some of it away (the tiny models' LoRAs change their outputs by about as much as their weights, so a 4-bit backend
-# keeps most), while a fuse that changes nothing the model computes with keeps none.
-RETENTION_BOUND = 0.9
 
 
 def cell_verdict(cell):

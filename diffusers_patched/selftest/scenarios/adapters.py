@@ -6,14 +6,15 @@ import functools
 import tempfile
 from pathlib import Path
 
-from ..judges import REFUSED, WRONG, close
+from ..judges import REFUSED, RETENTION_BOUND, WRONG, close
 from ..tiny_pipelines import apply_offload_mode, load_tiny_sd_pipeline, save_tiny_sd_pipeline, tiny_word_tokenizer
 from .common import _encode, _text_encoder_lora, _unet_output
 from .registry import SCENARIOS, scenario
 
 
 # The pipeline's offloading, a user's own accelerate placement of the unet and text encoder (`cpu_offload`, and
-# `dispatch_model` with half of their top-level modules on disk), and `torch.compile`.
+# `dispatch_model` with half of their top-level modules on disk), `torch.compile`, and the unet's weights stored in
+# float8 by layerwise casting.
 ADAPTER_STATES = (
     "sequential",
     "model",
@@ -22,7 +23,15 @@ ADAPTER_STATES = (
     "user-cpu-offload",
     "user-disk-dispatch",
     "compiled",
+    "layerwise-cast",
+    "quanto-int8",
 )
+# The states that change the values the unet computes with: judged against a pipeline without the state holding them.
+ROUNDING_STATES = ("layerwise-cast", "quanto-int8")
+# The states whose fused weights are quantized again, which rounds part of the LoRA away: a fused output is judged by
+# the share of the reference's change of output it keeps, as the parity net's fuse flow judges it.
+REQUANTIZING_STATES = ("quanto-int8",)
+FUSE = "fuse_lora, unfuse_lora"
 
 
 def _lora(scale=1.0):
@@ -173,11 +182,36 @@ def _operation_outputs(pipe, operation, workdir):
     return ADAPTER_OPERATIONS[operation](pipe, workdir), _outputs(pipe), _outputs(pipe)
 
 
+def _reference_pipeline(state):
+    """The pipeline in no such state the operations in `state` are judged against: for a state that rounds the unet's
+    weights, holding the values it stores, in float32 and with no hook (what the state computes with)."""
+    import torch
+
+    pipe = load_tiny_sd_pipeline(_saved_pipeline())
+    if state in ROUNDING_STATES:
+        stored = load_tiny_sd_pipeline(_saved_pipeline())
+        _put_in_state(stored, state, workdir=None)
+        if state == "layerwise-cast":
+            pipe.unet.load_state_dict({name: tensor.float() for name, tensor in stored.unet.state_dict().items()})
+        else:
+            # Each Linear's weight read off the quantized layer by passing the identity through it (exact in float32).
+            with torch.no_grad():
+                for name, module in pipe.unet.named_modules():
+                    if isinstance(module, torch.nn.Linear):
+                        layer = stored.unet.get_submodule(name)
+                        weight = layer(torch.eye(module.in_features)) - (0 if layer.bias is None else layer.bias)
+                        module.weight.copy_(weight.T)
+    return pipe
+
+
 @functools.cache
-def _reference(operation):
-    """The operation's outputs on the un-offloaded pipeline (computed once per interpreter)."""
+def _reference(operation, state):
+    """The operation's outputs on `state`'s reference pipeline (computed once per interpreter); with no operation, its
+    outputs as loaded."""
+    if operation is None:
+        return _outputs(_reference_pipeline(state))
     with tempfile.TemporaryDirectory() as workdir:
-        return _operation_outputs(load_tiny_sd_pipeline(_saved_pipeline()), operation, Path(workdir))
+        return _operation_outputs(_reference_pipeline(state), operation, Path(workdir))
 
 
 def _put_in_state(pipe, state, workdir):
@@ -193,6 +227,14 @@ def _put_in_state(pipe, state, workdir):
             children = [child for child, _ in model.named_children()]
             device_map = {child: "disk" if i % 2 else "cpu" for i, child in enumerate(children)}
             dispatch_model(model, device_map=device_map, offload_dir=str(workdir / name), main_device="cpu")
+    elif state == "quanto-int8":
+        from diffusers import QuantoConfig, UNet2DConditionModel
+
+        pipe.unet = UNet2DConditionModel.from_pretrained(
+            _saved_pipeline() / "unet", quantization_config=QuantoConfig(weights_dtype="int8")
+        )
+    elif state == "layerwise-cast":
+        pipe.unet.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32)
     elif state == "compiled":
         # The eager backend needs no compiler; `_run` runs the models they wrap.
         pipe.unet = torch.compile(pipe.unet, backend="eager")
@@ -204,7 +246,15 @@ def _put_in_state(pipe, state, workdir):
 def judge_adapter_state(result):
     if "refused" in result:
         return REFUSED, result["refused"].split(":")[0]
-    return close(result["diffs"], what="max abs diff")
+    verdict, figure = close(result["diffs"], what="max abs diff")
+    if "retention" not in result:
+        return verdict, figure
+    if not RETENTION_BOUND <= result["retention"] <= 2 - RETENTION_BOUND:
+        verdict = WRONG
+    return (
+        verdict,
+        f"fused: keeps {result['retention']:.1%} of the LoRA's effect (bound {RETENTION_BOUND:.0%}); {figure}",
+    )
 
 
 # RSS also counts what the allocator keeps and what the interpreter caches: a bound for gross leaks only, such as a
@@ -245,7 +295,10 @@ def _memory_in_use(offload_dir):
     for obj in gc.get_objects():
         if isinstance(obj, torch.Tensor) and obj.device.type != "meta":
             storage = obj.untyped_storage()
-            storages[storage.data_ptr()] = storage.nbytes()
+            try:
+                storages[storage.data_ptr()] = storage.nbytes()
+            except RuntimeError:
+                continue  # a wrapper subclass (quanto's) has no storage of its own: its inner tensors are counted
     files = [path for path in Path(offload_dir).rglob("*") if path.is_file()]
     with open("/proc/self/statm") as statm:
         rss = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -311,9 +364,21 @@ def adapter_state_run(operation, state):
         except ValueError as error:
             # A refusal: docs/adapters.md's table names its message, which the test checks.
             return {"refused": str(error)}
-        expected_returned, expected_after, _ = _reference(operation)
+        reference_state = state if state in ROUNDING_STATES else "plain"
+        expected_returned, expected_after, _ = _reference(operation, reference_state)
+        result = {}
+        if operation == FUSE and state in REQUANTIZING_STATES:
+            fused, expected_fused = returned[:2], expected_returned[:2]
+            returned, expected_returned = returned[2:], expected_returned[2:]
+            # The least share over the outputs of the reference's change of output with the LoRA (a projection).
+            before = _reference(None, reference_state)
+            result["retention"] = min(
+                ((output - start).flatten().double() @ (wanted - start).flatten().double()).item()
+                / (wanted - start).flatten().double().square().sum().item()
+                for output, wanted, start in zip(fused, expected_fused, before)
+            )
         pairs = [*zip(returned, expected_returned), *zip(after, expected_after), *zip(again, after)]
-        return {"diffs": [(output - expected).abs().max().item() for output, expected in pairs]}
+        return {**result, "diffs": [(output - expected).abs().max().item() for output, expected in pairs]}
 
     return run
 
@@ -321,7 +386,8 @@ def adapter_state_run(operation, state):
 def describe_adapter_state(result):
     if "refused" in result:
         return f"refused: {result['refused']}"
-    return f"max abs diff to the outputs in no such state {result['diffs']}"
+    kept = f"fused, keeps {result['retention']:.1%} of the LoRA's effect; " if "retention" in result else ""
+    return f"{kept}max abs diff to the outputs in no such state {result['diffs']}"
 
 
 def adapter_scenario(name, operation, state, summary, patch=None, registry=SCENARIOS):
