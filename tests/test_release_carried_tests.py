@@ -19,7 +19,7 @@ from tools.carried_tests import (
     skipped_tests,
     write_carried_tests,
 )
-from tools.releases import BACKPORT, release_plan
+from tools.releases import backported_patches
 
 
 PROJECT = patches.Project(REPO_ROOT)
@@ -54,13 +54,7 @@ def carried_test_modules(tests, of_patches=None):
     }
 
 
-def backports(version):
-    """The patches `version` applies as a backport."""
-    plan = release_plan(PROJECT, version, PROJECT.release_record(version), PROJECT.read_series())
-    return {name for name, _, kind in plan if kind == BACKPORT}
-
-
-BACKPORTING = [version for version in OLDER if backports(version)]
+BACKPORTING = [version for version in OLDER if backported_patches(PROJECT, version)]
 
 
 def check_carried_tests(version, sites, runners, directory, keep):
@@ -95,7 +89,11 @@ def check_carried_tests(version, sites, runners, directory, keep):
 def test_the_backports_carried_tests_pass_on_the_release(version, sites, runners, tmp_path):
     """The tests of the patches `version` applies as a backport pass on its build."""
     assert check_carried_tests(
-        version, sites, runners, tmp_path, lambda tests: carried_test_modules(tests, backports(version))
+        version,
+        sites,
+        runners,
+        tmp_path,
+        lambda tests: carried_test_modules(tests, backported_patches(PROJECT, version)),
     )
 
 
@@ -105,6 +103,6 @@ def test_the_other_carried_tests_pass_on_the_release(version, sites, runners, tm
     """The rest of the carried tests pass on `version`'s build: together with the test above, all of them."""
 
     def others(tests):
-        return carried_test_modules(tests) - carried_test_modules(tests, backports(version))
+        return carried_test_modules(tests) - carried_test_modules(tests, backported_patches(PROJECT, version))
 
     assert check_carried_tests(version, sites, runners, tmp_path, others)

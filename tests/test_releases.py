@@ -8,7 +8,7 @@ on PYTHONPATH over the one verified stack installed here. One interpreter per (r
 the parity net; the upstream side only with --release-checks (`make test-releases`, conftest.py): it tells where
 upstream fails, which is a fact of that release, not of the build, and `make test-stacks` runs it again on each stack.
 Without it, each release's patched side is judged against the primary's, which tests/test_parity.py judges against
-the primary's upstream.
+the primary's upstream, on the parity net and on the scenarios of `make test`'s half (`scenarios_of_the_half`).
 """
 
 import json
@@ -29,7 +29,7 @@ from diffusers_patched.selftest.scenarios import SCENARIOS
 from tests.conftest import PARITY_MODULE, REPO_ROOT, run_python
 from tests.support.assertions import diffs_as_judged
 from tests.support.forked_scenarios import ForkedScenarioRunner, stack_pins
-from tools import patches, replays, upstream, wheels
+from tools import patches, releases, replays, upstream, wheels
 
 
 PROJECT = patches.Project(REPO_ROOT)
@@ -39,6 +39,17 @@ POST = PROJECT.read_releases()["post"]
 SIDES = ("upstream", "patched")
 # The parity rows of quantizers an older release does not have yet: the release they came with.
 QUANTIZER_SINCE = {"sdnq": "0.40.0", "bfl": "0.42.0"}
+
+
+def scenarios_of_the_half(version, release_checks):
+    """The scenarios a run checks on `version`: every one with --release-checks. In `make test`'s half, every one on
+    the oldest release, whose code is the furthest from the primary's, and on the others those of the patches the
+    release applies as a backport, code written for that release alone; the patches applied as the primary has them
+    run their scenarios there before publishing, as their carried tests do (tests/test_release_carried_tests.py)."""
+    if release_checks or version == OLDER[-1]:
+        return list(SCENARIOS)
+    backported = releases.backported_patches(PROJECT, version)
+    return [name for name, scenario in SCENARIOS.items() if scenario.patch in backported]
 
 
 def wheel_name(version):
@@ -51,7 +62,8 @@ def release_runs(sites, request):
     each side's scenarios and parity flows in forks of an interpreter that imported the release's stack once
     (tests/support/forked_scenarios.py); releases that pin the same stack take turns on its interpreters. The upstream
     side only with --release-checks (conftest.py)."""
-    sides = SIDES if request.config.getoption("release_checks") else ("patched",)
+    release_checks = request.config.getoption("release_checks")
+    sides = SIDES if release_checks else ("patched",)
     servers, idle, lock = [], {}, threading.Lock()
 
     def run_both_sides(version):
@@ -62,9 +74,10 @@ def release_runs(sites, request):
             runner = ForkedScenarioRunner(stack_site=sites[version])
             with lock:
                 servers.append(runner)
+        scenarios = scenarios_of_the_half(version, release_checks)
         runs = {
             side: (
-                runner.run(list(SCENARIOS), side == "patched", sites[version]),
+                runner.run(scenarios, side == "patched", sites[version]) if scenarios else {},
                 runner.run(list(PARITY), side == "patched", sites[version], module=PARITY_MODULE),
             )
             for side in sides
@@ -131,7 +144,8 @@ def test_release_behaves_like_the_primary_on_every_scenario(
     version, side, release_outcomes, upstream_outcomes, patched_outcomes
 ):
     """Each fix fails on upstream of `version` as on the primary and passes patched with the primary's result
-    (test_demo_scenarios.py asserts those); a scenario that differs on a release is recorded in releases.json."""
+    (test_demo_scenarios.py asserts those), on the scenarios of the run's half; a scenario that differs on a release is
+    recorded in releases.json."""
     primary = upstream_outcomes if side == "upstream" else patched_outcomes
     recorded = PROJECT.release_record(version).get("scenarios", {})
     differs = {
@@ -146,7 +160,8 @@ def test_release_behaves_like_the_primary_on_every_scenario(
     }
     assert unrecorded == {}
     # A recorded difference that went away is stale data.
-    assert {name for name, sides in recorded.items() if side in sides} <= set(differs)
+    ran = release_outcomes[version, side]
+    assert {name for name, sides in recorded.items() if side in sides and name in ran} <= set(differs)
     if side == "patched":
         assert {
             name: outcome.error

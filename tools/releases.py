@@ -107,6 +107,12 @@ def release_plan(project, version, record, entries):
     return plan
 
 
+def backported_patches(project, version):
+    """The patches `version` applies as a backport: code written for that release alone."""
+    plan = release_plan(project, version, project.release_record(version), project.read_series())
+    return {name for name, _, kind in plan if kind == BACKPORT}
+
+
 def release_checkout(project, primary_repo, repo, version, editing=False):
     """`repo`: pristine `version` (tag `pristine`) with the series replayed as commits; returns the plan.
 
