@@ -1162,7 +1162,11 @@ def test_a_replay_leaving_a_patch_out_starts_from_the_primarys_commits(project, 
     assert left_out == [SERIES[-2]]
     assert len(git_am_runs) == 1  # the last patch, with a 3-way merge: the others are the primary's exact commits
     assert "--3way" in git_am_runs[0]
-    assert patches.commit_name(tmp_path / "without", "HEAD") == SERIES[-1]
+    # Applied after the patch left out, it is not named (tests/support/series_without.py): its subject tells it.
+    assert (
+        git(tmp_path / "without", "log", "-1", "--format=%s").stdout
+        == git(tmp_path / "primary", "log", "-1", "--format=%s").stdout
+    )
     assert (
         git(tmp_path / "without", "rev-parse", "HEAD~1").stdout
         == git(tmp_path / "primary", "rev-parse", "HEAD~2").stdout

@@ -22,17 +22,26 @@ def replay_without(project, removed, primary, dest):
     }
     patterns = "".join(f"/{path}\n" for path in sorted(changed | {"LICENSE"}))
     git(dest, "sparse-checkout", "set", "--no-cone", "--stdin", input=patterns)
-    left_out = []
+    series = project.read_series()
+    first_removed = min(series.index(name) for name in removed)
     with replays.Replay(dest, base["sdist_sha256"]) as replayed:
-        for name in project.read_series():
+        for name in series[:first_removed]:
             patch = project.patches_dir / name
-            if name in removed:
-                left_out.append(name)
-                continue
-            try:
-                replayed.apply(
-                    name, patch, replays.THREE_WAY, lambda: patches.apply_patch(dest, name, patch, three_way=True)
-                )
-            except ToolError:
-                left_out.append(name)
-    return left_out
+            replayed.apply(
+                name, patch, replays.THREE_WAY, lambda: patches.apply_patch(dest, name, patch, three_way=True)
+            )
+    # A replay without a patch is made once: the patches after it are applied by one `git am`, not cached, and their
+    # commits are not named (only the tree and the subjects are vendored). One that no longer applies is skipped.
+    rest = [name for name in series[first_removed:] if name not in removed]
+    left_out = [name for name in series if name in removed]
+    if not rest:
+        return left_out
+    result = git(dest, "am", *patches.AM_FLAGS, "--3way", *(str(project.patches_dir / name) for name in rest),
+                 check=False)  # fmt: skip
+    while result.returncode != 0:
+        state = dest / ".git" / "rebase-apply"
+        if not state.is_dir():
+            raise ToolError(f"git am failed in {dest} without stopping at a patch:\n{result.stderr}")
+        left_out.append(rest[int((state / "next").read_text()) - 1])
+        result = git(dest, "am", "--skip", check=False)
+    return sorted(left_out, key=series.index)
