@@ -208,6 +208,7 @@ _LONGEST_FIRST = (
     "test_release_carried_tests.py",
     "test_gpu_check.py",
     "test_each_fix_is_necessary.py",
+    "test_adapter_states.py",
     "test_publish.py",
     "test_patches_ship_their_upstream_tests.py",
     "test_activation.py",
