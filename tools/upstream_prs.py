@@ -136,19 +136,27 @@ def apply_pr(project, repo, prs, pr, entries):
     # Bytecode caches are kept: Python recompiles what a reset changes, and each PR's tests import diffusers anew.
     git(repo, "clean", "-fdxq", "--exclude=__pycache__")
     by_name = {candidate["name"]: candidate for candidate in prs}
-    for name in dependency_order(prs, pr["name"]):
-        if name == pr["name"]:
+    order = dependency_order(prs, pr["name"])
+    # (patch, its PR): the dependencies' patches, then the PR's own, each run of them by one `git am`.
+    dependencies = [
+        (patch, name) for name in order[:-1] for patch in sorted(by_name[name]["patches"], key=entries.index)
+    ]
+    own = [(patch, pr["name"]) for patch in sorted(pr["patches"], key=entries.index)]
+    for run in (dependencies, own):
+        if run is own:
             git(repo, "tag", "--force", "dependencies")
-        for patch in sorted(by_name[name]["patches"], key=entries.index):
-            result = git(repo, "am", *AM_FLAGS, str(project.patches_dir / patch), check=False)
-            if result.returncode != 0:
-                git(repo, "am", "--abort", check=False)
-                after = f" after the PRs it depends on ({', '.join(pr['depends_on'])})" if pr["depends_on"] else ""
-                return (
-                    f"PR {pr['name']}: {patch}{f' (of PR {name})' if name != pr['name'] else ''} does not `git am` "
-                    f"onto pristine {UPSTREAM}{after}; declare the PR it needs in `depends_on` of patches/{PRS_FILE}."
-                    f"\n{result.stderr.strip()}"
-                )
+        if not run:
+            continue
+        result = git(repo, "am", *AM_FLAGS, *(str(project.patches_dir / patch) for patch, _ in run), check=False)
+        if result.returncode != 0:
+            patch, name = run[int((repo / ".git" / "rebase-apply" / "next").read_text()) - 1]
+            git(repo, "am", "--abort", check=False)
+            after = f" after the PRs it depends on ({', '.join(pr['depends_on'])})" if pr["depends_on"] else ""
+            return (
+                f"PR {pr['name']}: {patch}{f' (of PR {name})' if name != pr['name'] else ''} does not `git am` "
+                f"onto pristine {UPSTREAM}{after}; declare the PR it needs in `depends_on` of patches/{PRS_FILE}."
+                f"\n{result.stderr.strip()}"
+            )
     return None
 
 
