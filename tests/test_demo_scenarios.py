@@ -128,6 +128,19 @@ def test_save_lora_adapter_sequentially_offloaded(patched_outcomes):
     assert_close_to_reference(result_of(patched_outcomes["save-lora-adapter-sequentially-offloaded"])["diffs"], 5)
 
 
+def test_save_lora_adapter_quanto_quantized_upstream(upstream_outcomes):
+    # save_lora_adapter cast the model with `self.to(dtype=None)`, which a quantized model refuses for any dtype.
+    assert_raised(
+        upstream_outcomes["save-lora-adapter-quanto-quantized"],
+        "ValueError",
+        "Casting a quantized model to a new `dtype` is unsupported",
+    )
+
+
+def test_save_lora_adapter_quanto_quantized(patched_outcomes):
+    assert_close_to_reference(result_of(patched_outcomes["save-lora-adapter-quanto-quantized"])["diffs"], 5)
+
+
 def test_lora_set_adapters_compiled_upstream(upstream_outcomes):
     # The text encoder's LoRA ranks were looked up under the compiled wrapper's `_orig_mod.` names.
     assert_raised(upstream_outcomes["lora-set-adapters-compiled"], "IndexError", "list index out of range")

@@ -104,6 +104,7 @@ LEFT_OUT_TOGETHER = {
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
     ],
+    "save-lora-adapters-of-quantized-models.patch": ["save-lora-adapters-of-offloaded-models.patch"],
     "save-offloaded-weights-not-meta-placeholders.patch": ["save-weights-group-offloaded-to-disk.patch"],
     "sequential-offload-keeps-the-user-device.patch": [
         "restore-the-accelerate-hooks-the-loaders-remove.patch",

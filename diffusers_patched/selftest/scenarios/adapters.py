@@ -32,6 +32,24 @@ ROUNDING_STATES = ("layerwise-cast", "quanto-int8")
 # the share of the reference's change of output it keeps, as the parity net's fuse flow judges it.
 REQUANTIZING_STATES = ("quanto-int8",)
 FUSE = "fuse_lora, unfuse_lora"
+# The cells refused by design, before anything changes, naming what works: LoRAs with text encoder weights into a
+# text encoder dispatched to disk (transformers cannot load them there), fusing into float8 weights. Any other
+# ValueError is a failure.
+REFUSALS = {
+    *(
+        (operation, "user-disk-dispatch")
+        for operation in (
+            "load_lora_weights",
+            "set_adapters (two, weighted)",
+            "disable_lora, enable_lora",
+            FUSE,
+            "unload_lora_weights",
+            "delete_adapters",
+            "save_lora_adapter, reloaded",
+        )
+    ),
+    (FUSE, "layerwise-cast"),
+}
 
 
 def _lora(scale=1.0):
@@ -362,6 +380,8 @@ def adapter_state_run(operation, state):
         try:
             returned, after, again = _operation_outputs(pipe, operation, workdir)
         except ValueError as error:
+            if (operation, state) not in REFUSALS:
+                raise
             # A refusal: docs/adapters.md's table names its message, which the test checks.
             return {"refused": str(error)}
         reference_state = state if state in ROUNDING_STATES else "plain"
@@ -439,6 +459,15 @@ for _name, _operation, _state, _patch, _summary in (
         "refuse-lora-into-text-encoders-offloaded-to-disk.patch",
         "tiny SD pipeline whose unet and text encoder the user dispatched with accelerate's dispatch_model, half of "
         "their top-level modules on disk: load_lora_weights",
+    ),
+    (
+        "save-lora-adapter-quanto-quantized",
+        "save_lora_adapter, reloaded",
+        "quanto-int8",
+        "save-lora-adapters-of-quantized-models.patch",
+        "tiny SD pipeline whose unet was loaded with QuantoConfig(weights_dtype='int8'): a LoRA loaded, "
+        "unet.save_lora_adapter, reloaded into the unquantized pipeline, vs. the same LoRA saved from the unquantized "
+        "unet",
     ),
     (
         "lora-set-adapters-compiled",
