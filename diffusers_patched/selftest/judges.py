@@ -55,6 +55,17 @@ def _figure(what, diffs, bound):
 RETENTION_BOUND = 0.9
 
 
+def retention(change, wanted):
+    """The share of the change of output `wanted` that `change` keeps: its projection onto it, in float64."""
+    change, wanted = change.flatten().double(), wanted.flatten().double()
+    return (change @ wanted / (wanted @ wanted)).item()
+
+
+def retained(share):
+    """Whether a fused model that keeps `share` of the LoRA's change keeps enough of it, and adds no more than that."""
+    return RETENTION_BOUND <= share <= 2 - RETENTION_BOUND
+
+
 def close(diffs, what="max abs diff to the reference", scale=1.0):
     """(RIGHT, figure) when every max abs diff in `diffs` is within TOLERANCE of a reference of magnitude `scale`, else
     (WRONG, figure): the output of a computation, equal to its reference up to float32 rounding."""

@@ -30,7 +30,7 @@ import logging
 import os
 import sys
 
-from .judges import FAILS, RETENTION_BOUND, RIGHT, WRONG, close
+from .judges import FAILS, RETENTION_BOUND, RIGHT, WRONG, close, retained, retention
 from .scenarios.common import diffusers_log_messages
 from .scenarios.registry import _main, scenario
 
@@ -48,7 +48,7 @@ def cell_verdict(cell):
     if "retention" not in cell:
         return verdict, figure
     kept = f"keeps {cell['retention']:.1%} of the LoRA's effect (bound {RETENTION_BOUND:.0%}); unfused: {figure}"
-    if verdict == RIGHT and not RETENTION_BOUND <= cell["retention"] <= 2 - RETENTION_BOUND:
+    if verdict == RIGHT and not retained(cell["retention"]):
         verdict = WRONG
     return verdict, kept
 
@@ -184,13 +184,12 @@ def _fuse_cell(run, loaded):
         fused, unfused, after_unfusing, expected = run()
     except Exception as e:
         return {"diffs": [], "scale": 1.0, "output": None, "error": f"{type(e).__name__}: {e}"[:400]}
-    kept, wanted = (fused - loaded).flatten().double(), (expected - loaded).flatten().double()
     return {
         "diffs": [(after_unfusing - unfused).abs().max().item()],
         "scale": unfused.abs().max().item(),
         "output": fused.flatten()[:64].tolist(),
         "error": None,
-        "retention": (kept @ wanted / (wanted @ wanted)).item(),
+        "retention": retention(fused - loaded, expected - loaded),
     }
 
 

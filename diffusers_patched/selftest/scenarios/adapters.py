@@ -6,7 +6,7 @@ import functools
 import tempfile
 from pathlib import Path
 
-from ..judges import REFUSED, RETENTION_BOUND, WRONG, close
+from ..judges import REFUSED, RETENTION_BOUND, WRONG, close, retained, retention
 from ..tiny_pipelines import apply_offload_mode, load_tiny_sd_pipeline, save_tiny_sd_pipeline, tiny_word_tokenizer
 from .common import _encode, _text_encoder_lora, _unet_output
 from .registry import SCENARIOS, scenario
@@ -267,7 +267,7 @@ def judge_adapter_state(result):
     verdict, figure = close(result["diffs"], what="max abs diff")
     if "retention" not in result:
         return verdict, figure
-    if not RETENTION_BOUND <= result["retention"] <= 2 - RETENTION_BOUND:
+    if not retained(result["retention"]):
         verdict = WRONG
     return (
         verdict,
@@ -390,11 +390,10 @@ def adapter_state_run(operation, state):
         if operation == FUSE and state in REQUANTIZING_STATES:
             fused, expected_fused = returned[:2], expected_returned[:2]
             returned, expected_returned = returned[2:], expected_returned[2:]
-            # The least share over the outputs of the reference's change of output with the LoRA (a projection).
+            # The least share over the outputs of the reference's change of output with the LoRA.
             before = _reference(None, reference_state)
             result["retention"] = min(
-                ((output - start).flatten().double() @ (wanted - start).flatten().double()).item()
-                / (wanted - start).flatten().double().square().sum().item()
+                retention(output - start, wanted - start)
                 for output, wanted, start in zip(fused, expected_fused, before)
             )
         pairs = [*zip(returned, expected_returned), *zip(after, expected_after), *zip(again, after)]
