@@ -25,10 +25,12 @@ UPSTREAM_NOT_RIGHT = {
     **{(name, "to and from_pipe"): (_TO_CASTS, "fixed") for name in PARITY if not name.startswith("bitsandbytes")},
     # lora-keep-quantized-text-encoder-dtype: the LoRA loader casts the quantized text encoder.
     ("bitsandbytes nf4 text encoder", "lora"): ("ValueError: You cannot cast a bitsandbytes model", "fixed"),
-    # load-flux-loras-into-quanto-quantized-transformers (#10512).
+    # load-flux-loras-into-quanto-quantized-transformers (#10512), for loading a LoRA and for fusing one, which
+    # fuse-lora-into-quanto-quantized-weights then fuses.
     **{
-        (f"quanto {dtype}", "lora"): ("KeyError: 'single_transformer_blocks.0.attn.to_k.weight'", "fixed")
+        (f"quanto {dtype}", flow): ("KeyError: 'single_transformer_blocks.0.attn.to_k.weight'", "fixed")
         for dtype in ("int8", "int4", "float8")
+        for flow in ("lora", "fuse")
     },
     # lora-shape-of-packed-quantized-linear-layers: the Flux LoRA loader read the shape of packed weights (SDNQ's
     # 4-bit weights are flat; BFL nvfp4's hold two values per byte, which it took for a layer to expand).
@@ -37,12 +39,7 @@ UPSTREAM_NOT_RIGHT = {
         "RuntimeError: Only Tensors of floating point and complex dtype can require gradients",
         "fixed",
     ),
-    # fuse: load-flux-loras-into-quanto-quantized-transformers lets the LoRA load, fuse-lora-into-quanto-quantized-weights
-    # fuses it; fuse-lora-into-gguf-quantized-weights dequantizes GGUF weights to fuse into them.
-    **{
-        (f"quanto {dtype}", "fuse"): ("KeyError: 'single_transformer_blocks.0.attn.to_k.weight'", "fixed")
-        for dtype in ("int8", "int4", "float8")
-    },
+    # fuse-lora-into-gguf-quantized-weights dequantizes GGUF weights to fuse into them.
     ("gguf Q8_0", "fuse"): ("RuntimeError: The size of tensor a (68) must match the size of tensor b (64)", "fixed"),
     # unfuse-lora-restores-requantized-weights: PEFT unfuses a torchao weight by quantizing it again, a step away.
     ("torchao int8 weight-only", "fuse"): (
