@@ -141,6 +141,19 @@ def test_save_lora_adapter_quanto_quantized(patched_outcomes):
     assert_close_to_reference(result_of(patched_outcomes["save-lora-adapter-quanto-quantized"])["diffs"], 5)
 
 
+def test_ip_adapter_loaded_quanto_quantized_upstream(upstream_outcomes):
+    # _load_ip_adapter_weights moved the whole unet with `self.to(dtype=..., device=...)` to place its new layers.
+    assert_raised(
+        upstream_outcomes["ip-adapter-loaded-quanto-quantized"],
+        "ValueError",
+        "Casting a quantized model to a new `dtype` is unsupported",
+    )
+
+
+def test_ip_adapter_loaded_quanto_quantized(patched_outcomes):
+    assert_close_to_reference(result_of(patched_outcomes["ip-adapter-loaded-quanto-quantized"])["diffs"], 7)
+
+
 def test_lora_set_adapters_compiled_upstream(upstream_outcomes):
     # The text encoder's LoRA ranks were looked up under the compiled wrapper's `_orig_mod.` names.
     assert_raised(upstream_outcomes["lora-set-adapters-compiled"], "IndexError", "list index out of range")

@@ -154,6 +154,49 @@ def textual_inversion(pipe, workdir):
         return [loaded, _run(pipe.text_encoder)(tokenizer("w5 w17 w99", return_tensors="pt").input_ids)[0]]
 
 
+IMAGE_EMBEDDING_WIDTH = 16
+
+
+@functools.cache
+def _ip_adapter():
+    """An IP-Adapter for the saved pipeline's unet, in the layout of the files users download: `image_proj.*`, an image
+    embedding projected to four tokens of the text encoder's width, and `ip_adapter.{1, 3, 5, ...}.to_k_ip.weight` and
+    `to_v_ip.weight`, the keys and values of those tokens for each cross-attention, in the order of the unet's
+    attention processors."""
+    import torch
+    from diffusers import UNet2DConditionModel
+
+    unet = UNet2DConditionModel.from_pretrained(_saved_pipeline() / "unet")
+    width = unet.config.cross_attention_dim
+    generator = torch.Generator().manual_seed(2)
+    weights = {
+        "image_proj.proj.weight": torch.randn(4 * width, IMAGE_EMBEDDING_WIDTH, generator=generator) * 0.3,
+        "image_proj.proj.bias": torch.zeros(4 * width),
+        "image_proj.norm.weight": torch.ones(width),
+        "image_proj.norm.bias": torch.zeros(width),
+    }
+    cross_attentions = [name for name in unet.attn_processors if name.endswith("attn2.processor")]
+    for number, name in enumerate(cross_attentions):
+        shape = unet.get_submodule(name.removesuffix(".processor")).to_k.weight.shape
+        for projection in ("to_k_ip", "to_v_ip"):
+            weights[f"ip_adapter.{2 * number + 1}.{projection}.weight"] = torch.randn(shape, generator=generator) * 0.3
+    return weights
+
+
+def ip_adapter(pipe, workdir):
+    import torch
+    from safetensors.torch import save_file
+
+    save_file(_ip_adapter(), workdir / "ip_adapter.safetensors")
+    # The image embedding is given, as `ip_adapter_image_embeds` gives it to the pipeline: no image encoder.
+    pipe.load_ip_adapter(workdir, subfolder="", weight_name="ip_adapter.safetensors", image_encoder_folder=None)
+    pipe.set_ip_adapter_scale(0.5)
+    image_embeds = torch.randn(1, 1, IMAGE_EMBEDDING_WIDTH, generator=torch.Generator().manual_seed(3))
+    loaded = _unet_output(_run(pipe.unet), added_cond_kwargs={"image_embeds": [image_embeds]})
+    pipe.unload_ip_adapter()
+    return [loaded, *_outputs(pipe)]
+
+
 def save_lora_adapter(pipe, workdir):
     # The unet's LoRA, saved by diffusers (a text encoder's LoRA is saved by transformers and PEFT).
     pipe.load_lora_weights(_lora(), adapter_name="first")
@@ -179,6 +222,7 @@ ADAPTER_OPERATIONS = {
     "delete_adapters": delete_adapters,
     "hotswap": hotswap,
     "load_textual_inversion, unload": textual_inversion,
+    "load_ip_adapter, unload": ip_adapter,
     "save_lora_adapter, reloaded": save_lora_adapter,
     "save_pretrained, reloaded": save_pretrained,
 }
@@ -467,6 +511,15 @@ for _name, _operation, _state, _patch, _summary in (
         "tiny SD pipeline whose unet was loaded with QuantoConfig(weights_dtype='int8'): a LoRA loaded, "
         "unet.save_lora_adapter, reloaded into the unquantized pipeline, vs. the same LoRA saved from the unquantized "
         "unet",
+    ),
+    (
+        "ip-adapter-loaded-quanto-quantized",
+        "load_ip_adapter, unload",
+        "quanto-int8",
+        "load-ip-adapters-into-offloaded-and-quantized-unets.patch",
+        "tiny SD pipeline whose unet was loaded with QuantoConfig(weights_dtype='int8'): load_ip_adapter, the unet's "
+        "output with an image embedding, unload_ip_adapter, vs. the unquantized unet holding the weights quanto "
+        "computes with",
     ),
     (
         "lora-set-adapters-compiled",

@@ -127,7 +127,7 @@ def _describe_hook(hook):
     return [type(hook).__name__, str(getattr(hook, "execution_device", None)), getattr(hook, "offload", None), keys]
 
 
-def _unet_output(unet):
+def _unet_output(unet, **kwargs):
     import torch
 
     generator = torch.Generator().manual_seed(0)
@@ -137,7 +137,7 @@ def _unet_output(unet):
         torch.randn(1, 8, unet.config.cross_attention_dim, generator=generator),
     )
     with torch.no_grad():
-        return unet(*inputs).sample
+        return unet(*inputs, **kwargs).sample
 
 
 LLAMA_CPU_DISK_MAP = {

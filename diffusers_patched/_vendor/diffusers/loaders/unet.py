@@ -39,7 +39,12 @@ from ..utils import (
     logging,
 )
 from ..utils.torch_utils import empty_device_cache
-from .lora_base import _func_optionally_disable_offloading, _func_restore_offloading
+from .lora_base import (
+    _func_optionally_disable_offloading,
+    _func_restore_offloading,
+    _remove_accelerate_hooks,
+    _restore_accelerate_hooks,
+)
 from .lora_pipeline import LORA_WEIGHT_NAME, LORA_WEIGHT_NAME_SAFE, TEXT_ENCODER_NAME, UNET_NAME
 from .utils import AttnProcsLayers
 
@@ -695,6 +700,10 @@ class UNet2DConditionLoadersMixin:
         if not isinstance(state_dicts, list):
             state_dicts = [state_dicts]
 
+        # Offloading hooks are taken off while the IP-Adapter layers are added, then put back on them too, so that they
+        # run where the modules around them run.
+        removed_hooks = _remove_accelerate_hooks(self, recurse=True)
+
         # Kolors Unet already has a `encoder_hid_proj`
         if (
             self.encoder_hid_proj is not None
@@ -721,7 +730,12 @@ class UNet2DConditionLoadersMixin:
         self.encoder_hid_proj = MultiIPAdapterImageProjection(image_projection_layers)
         self.config.encoder_hid_dim_type = "ip_image_proj"
 
-        self.to(dtype=self.dtype, device=self.device)
+        # Only the new layers are moved: quantized and dispatched models cannot be cast or moved as a whole.
+        for layer in [self.encoder_hid_proj, *attn_procs.values()]:
+            if isinstance(layer, torch.nn.Module):
+                layer.to(dtype=self.dtype, device=self.device)
+
+        _restore_accelerate_hooks(removed_hooks, [self])
 
     def _load_ip_adapter_loras(self, state_dicts):
         lora_dicts = {}
