@@ -103,6 +103,7 @@ LEFT_OUT_TOGETHER = {
         "adapter-operations-on-compiled-models.patch",
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
+        "load-ip-adapters-into-offloaded-and-quantized-unets.patch",
     ],
     "save-lora-adapters-of-quantized-models.patch": ["save-lora-adapters-of-offloaded-models.patch"],
     "save-offloaded-weights-not-meta-placeholders.patch": ["save-weights-group-offloaded-to-disk.patch"],
@@ -114,6 +115,7 @@ LEFT_OUT_TOGETHER = {
         "adapter-operations-on-compiled-models.patch",
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
+        "load-ip-adapters-into-offloaded-and-quantized-unets.patch",
     ],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",
