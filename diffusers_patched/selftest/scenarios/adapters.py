@@ -25,12 +25,16 @@ ADAPTER_STATES = (
     "compiled",
     "layerwise-cast",
     "quanto-int8",
+    "torchao-int8",
 )
+# The states of a unet loaded quantized (`_quantization_config`). Not bitsandbytes: diffusers' quantizer refuses to
+# load a model without a GPU ("No GPU found. A GPU is needed for quantization."), pre-quantized or not.
+QUANTIZED_STATES = ("quanto-int8", "torchao-int8")
 # The states that change the values the unet computes with: judged against a pipeline without the state holding them.
-ROUNDING_STATES = ("layerwise-cast", "quanto-int8")
+ROUNDING_STATES = ("layerwise-cast", *QUANTIZED_STATES)
 # The states whose fused weights are quantized again, which rounds part of the LoRA away: a fused output is judged by
 # the share of the reference's change of output it keeps, as the parity net's fuse flow judges it.
-REQUANTIZING_STATES = ("quanto-int8",)
+REQUANTIZING_STATES = tuple(QUANTIZED_STATES)
 FUSE = "fuse_lora, unfuse_lora"
 # The cells refused by design, before anything changes, naming what works: LoRAs with text encoder weights into a
 # text encoder dispatched to disk (transformers cannot load them there), fusing into float8 weights. Any other
@@ -207,10 +211,13 @@ def save_lora_adapter(pipe, workdir):
 
 
 def save_pretrained(pipe, workdir):
+    import torch
+
     # After a forward pass, as a user saves: offloading to disk empties the weights only once they are offloaded.
     _outputs(pipe)
     pipe.save_pretrained(workdir / "saved")
-    return _outputs(load_tiny_sd_pipeline(workdir / "saved"))
+    # In the dtype the pipeline was loaded in (torchao's quantizer would pick bfloat16).
+    return _outputs(load_tiny_sd_pipeline(workdir / "saved", torch_dtype=torch.float32))
 
 
 ADAPTER_OPERATIONS = {
@@ -276,6 +283,17 @@ def _reference(operation, state):
         return _operation_outputs(_reference_pipeline(state), operation, Path(workdir))
 
 
+def _quantization_config(state):
+    """The quantization config of the unet in `state`."""
+    from diffusers import QuantoConfig, TorchAoConfig
+
+    if state == "quanto-int8":
+        return QuantoConfig(weights_dtype="int8")
+    from torchao.quantization import Int8WeightOnlyConfig
+
+    return TorchAoConfig(Int8WeightOnlyConfig())
+
+
 def _put_in_state(pipe, state, workdir):
     import torch
     from accelerate import cpu_offload, dispatch_model
@@ -289,11 +307,11 @@ def _put_in_state(pipe, state, workdir):
             children = [child for child, _ in model.named_children()]
             device_map = {child: "disk" if i % 2 else "cpu" for i, child in enumerate(children)}
             dispatch_model(model, device_map=device_map, offload_dir=str(workdir / name), main_device="cpu")
-    elif state == "quanto-int8":
-        from diffusers import QuantoConfig, UNet2DConditionModel
+    elif state in QUANTIZED_STATES:
+        from diffusers import UNet2DConditionModel
 
         pipe.unet = UNet2DConditionModel.from_pretrained(
-            _saved_pipeline() / "unet", quantization_config=QuantoConfig(weights_dtype="int8")
+            _saved_pipeline() / "unet", quantization_config=_quantization_config(state), torch_dtype=torch.float32
         )
     elif state == "layerwise-cast":
         pipe.unet.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32)
@@ -404,12 +422,12 @@ def judge_adapter_swaps(result):
     return verdict, f"{memory}; outputs against those before the swaps: {figure}"
 
 
-def adapter_swaps_scenario(name, state, summary, registry):
+def adapter_swaps_scenario(name, state, summary, patch=None, registry=SCENARIOS):
     """Registers swapping adapters ADAPTER_SWAPS times in `state` as the scenario `name`: the memory in use and the
     outputs must come back to what they were before."""
     scenario(
         name,
-        patch=None,
+        patch=patch,
         summary=summary,
         text="{in_use}; max abs diff to the outputs before the swaps {diffs}",
         judge=judge_adapter_swaps,
@@ -531,3 +549,12 @@ for _name, _operation, _state, _patch, _summary in (
     ),
 ):
     adapter_scenario(_name, _operation, _state, _summary, patch=_patch)
+
+adapter_swaps_scenario(
+    "lora-swaps-torchao-int8",
+    "torchao-int8",
+    "tiny SD pipeline whose unet was loaded with TorchAoConfig(Int8WeightOnlyConfig()): LoRAs swapped in and out "
+    f"{ADAPTER_SWAPS} times (two loaded, weighted, fused at once and unfused, one deleted, all unloaded): the memory in "
+    "use and the outputs come back to what they were",
+    patch="local-fuse-torchao-loras-one-adapter-at-a-time.patch",
+)

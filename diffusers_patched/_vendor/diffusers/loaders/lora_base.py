@@ -92,6 +92,7 @@ def fuse_text_encoder_lora(text_encoder, lora_scale=1.0, safe_fusing=False, adap
         _maybe_dequantize_quanto_base_weight,
         _maybe_keep_quantized_base_weight,
         _maybe_restore_quantized_base_weight,
+        _merge_lora_layer,
         _warn_if_quantization_rounds_the_lora_away,
     )
 
@@ -116,7 +117,7 @@ def fuse_text_encoder_lora(text_encoder, lora_scale=1.0, safe_fusing=False, adap
 
                 _maybe_dequantize_quanto_base_weight(module)
                 _maybe_keep_quantized_base_weight(module)
-                module.merge(**merge_kwargs)
+                _merge_lora_layer(module, **merge_kwargs)
                 # Nothing was fused into this layer (its adapters are not in `adapter_names`).
                 _maybe_restore_quantized_base_weight(module)
         _warn_if_quantization_rounds_the_lora_away(text_encoder)

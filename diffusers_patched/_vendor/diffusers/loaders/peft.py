@@ -162,6 +162,18 @@ def _warn_if_quantization_rounds_the_lora_away(model):
         )
 
 
+def _merge_lora_layer(module, **merge_kwargs):
+    # PEFT's torchao LoRA layer drops its weight after merging the first of several adapters in one call
+    # ("UnboundLocalError: cannot access local variable 'weight'", peft#3728): it merges one adapter per call.
+    from peft.tuners.tuners_utils import check_adapters_to_merge
+
+    if type(module).__name__ != "TorchaoLoraLinear":
+        module.merge(**merge_kwargs)
+        return
+    for adapter_name in check_adapters_to_merge(module, merge_kwargs.pop("adapter_names", None)):
+        module.merge(adapter_names=[adapter_name], **merge_kwargs)
+
+
 def _maybe_restore_quantized_base_weight(module):
     # Puts back, bit for bit, the quantized weight a LoRA was fused into once no adapter is fused into it anymore.
     if not module.merged and "_quantized_base_weight" in module.__dict__:
@@ -853,7 +865,7 @@ class PeftAdapterMixin:
             _maybe_dequantize_quanto_base_weight(module)
             _maybe_keep_quantized_base_weight(module)
 
-            module.merge(**merge_kwargs)
+            _merge_lora_layer(module, **merge_kwargs)
             # Nothing was fused into this layer (its adapters are not in `adapter_names`).
             _maybe_restore_quantized_base_weight(module)
 
