@@ -39,16 +39,19 @@ LEFT_OUT_TOGETHER = {
         "unfuse-lora-restores-requantized-weights.patch",
         "refuse-to-fuse-lora-into-low-precision-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
+        "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
     "fuse-lora-into-offloaded-weights.patch": [
         "fuse-lora-into-quanto-quantized-weights.patch",
         "adapter-operations-on-compiled-models.patch",
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
+        "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
     "fuse-lora-into-quanto-quantized-weights.patch": [
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
+        "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
     "gguf-parameter-keeps-quant-type-when-rebuilt.patch": ["gguf-dequantized-weights-stay-parameters.patch"],
     "group-offload-keeps-what-models-read-outside-forward.patch": [
@@ -82,6 +85,7 @@ LEFT_OUT_TOGETHER = {
         "fuse-lora-into-quanto-quantized-weights.patch",
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
+        "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
     "ltx2-single-file-map-ltx-2-3-keys.patch": ["ltx2-audio-vae-loads-from-a-single-file.patch"],
     "materialize-tensors-left-on-meta-in-from-single-file.patch": [
@@ -104,6 +108,7 @@ LEFT_OUT_TOGETHER = {
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
         "load-ip-adapters-into-offloaded-and-quantized-unets.patch",
+        "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
     "save-lora-adapters-of-quantized-models.patch": ["save-lora-adapters-of-offloaded-models.patch"],
     "save-offloaded-weights-not-meta-placeholders.patch": ["save-weights-group-offloaded-to-disk.patch"],
@@ -116,6 +121,7 @@ LEFT_OUT_TOGETHER = {
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
         "load-ip-adapters-into-offloaded-and-quantized-unets.patch",
+        "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",

@@ -8,7 +8,8 @@ on PYTHONPATH over the one verified stack installed here. One interpreter per (r
 the parity net; the upstream side only with --release-checks (`make test-releases`, conftest.py): it tells where
 upstream fails, which is a fact of that release, not of the build, and `make test-stacks` runs it again on each stack.
 Without it, each release's patched side is judged against the primary's, which tests/test_parity.py judges against
-the primary's upstream, on the parity net and on the scenarios of `make test`'s half (`scenarios_of_the_half`).
+the primary's upstream, on the scenarios and parity net of `make test`'s half (`scenarios_of_the_half`,
+`parity_in_the_half`).
 """
 
 import json
@@ -52,6 +53,12 @@ def scenarios_of_the_half(version, release_checks):
     return [name for name, scenario in SCENARIOS.items() if scenario.patch in backported]
 
 
+def parity_in_the_half(version, release_checks):
+    """Whether a run checks the parity net on `version`: every release with --release-checks; in `make test`'s half
+    the oldest, whose code is the furthest from the primary's (the primary's runs in tests/test_parity.py)."""
+    return release_checks or version == OLDER[-1]
+
+
 def wheel_name(version):
     return f"diffusers_patched-{version}.post{POST}-py3-none-any.whl"
 
@@ -66,7 +73,11 @@ def release_runs(sites, request):
     sides = SIDES if release_checks else ("patched",)
     servers, idle, lock = [], {}, threading.Lock()
 
-    def run_both_sides(version):
+    def run_release(version):
+        scenarios = scenarios_of_the_half(version, release_checks)
+        parity = parity_in_the_half(version, release_checks)
+        if not scenarios and not parity:
+            return {side: ({}, {}) for side in sides}
         pins = stack_pins(PROJECT, version)
         with lock:
             runner = idle[pins].pop() if idle.get(pins) else None
@@ -74,11 +85,10 @@ def release_runs(sites, request):
             runner = ForkedScenarioRunner(stack_site=sites[version])
             with lock:
                 servers.append(runner)
-        scenarios = scenarios_of_the_half(version, release_checks)
         runs = {
             side: (
                 runner.run(scenarios, side == "patched", sites[version]) if scenarios else {},
-                runner.run(list(PARITY), side == "patched", sites[version], module=PARITY_MODULE),
+                runner.run(list(PARITY), side == "patched", sites[version], module=PARITY_MODULE) if parity else {},
             )
             for side in sides
         }
@@ -88,7 +98,7 @@ def release_runs(sites, request):
 
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
-            by_version = dict(zip(OLDER, pool.map(run_both_sides, OLDER)))
+            by_version = dict(zip(OLDER, pool.map(run_release, OLDER)))
     finally:
         for server in servers:
             server.close()
@@ -110,7 +120,13 @@ def test_release_is_never_worse_than_upstream(version, release_runs):
     assert {name: breaks for name in PARITY if (breaks := parity_breaks(upstream[name], patched[name]))} == {}
 
 
-@pytest.mark.parametrize("version", OLDER)
+@pytest.mark.parametrize(
+    "version",
+    [
+        version if parity_in_the_half(version, False) else pytest.param(version, marks=pytest.mark.release_check)
+        for version in OLDER
+    ],
+)
 def test_release_parity_is_the_primarys(version, release_runs, parity_outcomes):
     """The parity net's patched side on `version`: every flow the primary's build gets right is right, with the
     primary's outputs; rows of quantizers `version` does not have fail to import their config."""
