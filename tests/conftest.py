@@ -204,11 +204,11 @@ def gpu_patched_outcomes():
 # first (`--durations`), so that the last to finish is a short one.
 _LONGEST_FIRST = (
     "test_releases.py",
+    "test_adapter_states.py",
     "test_series.py",
     "test_release_carried_tests.py",
     "test_gpu_check.py",
     "test_each_fix_is_necessary.py",
-    "test_adapter_states.py",
     "test_publish.py",
     "test_patches_ship_their_upstream_tests.py",
     "test_activation.py",

@@ -267,23 +267,30 @@ def _operation_outputs(pipe, operation, workdir):
 def _reference_pipeline(state):
     """The pipeline in no such state the operations in `state` are judged against: for a state that rounds the unet's
     weights, holding the values it stores, in float32 and with no hook (what the state computes with)."""
-    import torch
-
     pipe = load_tiny_sd_pipeline(_saved_pipeline())
     if state in ROUNDING_STATES:
-        stored = load_tiny_sd_pipeline(_saved_pipeline())
-        _put_in_state(stored, state, workdir=None)
-        if state == "layerwise-cast":
-            pipe.unet.load_state_dict({name: tensor.float() for name, tensor in stored.unet.state_dict().items()})
-        else:
-            # Each Linear's weight read off the quantized layer by passing the identity through it (exact in float32).
-            with torch.no_grad():
-                for name, module in pipe.unet.named_modules():
-                    if isinstance(module, torch.nn.Linear):
-                        layer = stored.unet.get_submodule(name)
-                        weight = layer(torch.eye(module.in_features)) - (0 if layer.bias is None else layer.bias)
-                        module.weight.copy_(weight.T)
+        pipe.unet.load_state_dict(_values_computed_with(state))
     return pipe
+
+
+@functools.cache
+def _values_computed_with(state):
+    """The state dict of a float32 unet that computes as the unet in the rounding `state` does."""
+    import torch
+
+    stored = load_tiny_sd_pipeline(_saved_pipeline())
+    _put_in_state(stored, state, workdir=None)
+    if state == "layerwise-cast":
+        return {name: tensor.float() for name, tensor in stored.unet.state_dict().items()}
+    unet = load_tiny_sd_pipeline(_saved_pipeline()).unet
+    # Each Linear's weight read off the quantized layer by passing the identity through it (exact in float32).
+    with torch.no_grad():
+        for name, module in unet.named_modules():
+            if isinstance(module, torch.nn.Linear):
+                layer = stored.unet.get_submodule(name)
+                weight = layer(torch.eye(module.in_features)) - (0 if layer.bias is None else layer.bias)
+                module.weight.copy_(weight.T)
+    return unet.state_dict()
 
 
 @functools.cache
