@@ -34,7 +34,7 @@ QUANTIZED_STATES = ("quanto-int8", "torchao-int8")
 ROUNDING_STATES = ("layerwise-cast", *QUANTIZED_STATES)
 # The states whose fused weights are quantized again, which rounds part of the LoRA away: a fused output is judged by
 # the share of the reference's change of output it keeps, as the parity net's fuse flow judges it.
-REQUANTIZING_STATES = tuple(QUANTIZED_STATES)
+REQUANTIZING_STATES = QUANTIZED_STATES
 FUSE = "fuse_lora, unfuse_lora"
 FUSE_TWO = "fuse_lora of two weighted, unfuse_lora"
 # The cells refused by design, before anything changes, naming what works: LoRAs with text encoder weights into a
