@@ -1005,3 +1005,19 @@ def test_sequential_offload_quanto_pipeline(patched_outcomes):
     )
     assert "`enable_group_offload()`" in result["refused"]
     assert_close_to_reference(result["diffs"], 1)
+
+
+def test_layerwise_casting_after_group_offload_to_disk_upstream(upstream_outcomes):
+    # Cast silently lost: the unet computes with the float32 weights the offload files hold.
+    result = result_of(upstream_outcomes["layerwise-casting-after-group-offload-to-disk"])
+    assert result["refused"] is None
+    assert_clearly_wrong(result["diffs"])
+
+
+def test_layerwise_casting_after_group_offload_to_disk(patched_outcomes):
+    result = result_of(patched_outcomes["layerwise-casting-after-group-offload-to-disk"])
+    assert result["refused"].startswith(
+        "Cannot apply layerwise casting to UNet2DConditionModel: its weights are offloaded"
+    )
+    assert result["refused"].endswith("Enable layerwise casting before offloading the model.")
+    assert_close_to_reference(result["diffs"], 1)

@@ -13,6 +13,7 @@ from .common import (
     _meta_statistics,
     _quant_statistics,
     _state_dict_copy,
+    _unet_output,
     llama_logits,
     load_tiny_llama_4bit,
     quanto_flux,
@@ -422,3 +423,45 @@ def sequential_offload_quanto_pipeline(workdir):
     # Refused before anything was offloaded: the pipeline computes as before.
     with torch.no_grad():
         return {"refused": refused, "diffs": [(pipe.transformer(**inputs)[0] - expected).abs().max().item()]}
+
+
+def _judge_layerwise_casting_after_offloading(result):
+    verdict, figure = close(result["diffs"], what=result["compared"])
+    if result["refused"] is None or verdict != RIGHT:
+        return verdict, figure
+    return REFUSED, f"{result['refused'].split(':')[0]}; {figure}"
+
+
+@scenario(
+    "layerwise-casting-after-group-offload-to-disk",
+    patch="refuse-layerwise-casting-of-offloaded-weights.patch",
+    summary="tiny SD pipeline group offloaded to disk at leaf level, then unet.enable_layerwise_casting("
+    "storage_dtype=float8_e4m3fn, compute_dtype=float32)",
+    text="layerwise casting refused: {refused}; {compared}: {diffs}",
+    judge=_judge_layerwise_casting_after_offloading,
+)
+def layerwise_casting_after_group_offload_to_disk(workdir):
+    import torch
+
+    from ..tiny_pipelines import apply_offload_mode
+    from .adapters import _reference_pipeline, _saved_pipeline
+
+    pipe = load_tiny_sd_pipeline(_saved_pipeline())
+    apply_offload_mode(pipe, "group-leaf", workdir / "offload")
+    before = _unet_output(pipe.unet)
+    try:
+        pipe.unet.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32)
+    except ValueError as e:
+        # Refused before anything was cast: the unet computes as before.
+        return {
+            "refused": str(e),
+            "compared": "then, max abs diff to the output before",
+            "diffs": [(_unet_output(pipe.unet) - before).abs().max().item()],
+        }
+    # Cast: the unet computes with its weights rounded to float8, as a float32 unet holding them does.
+    expected = _unet_output(_reference_pipeline("layerwise-cast").unet)
+    return {
+        "refused": None,
+        "compared": "max abs diff to the float8 unet's output",
+        "diffs": [(_unet_output(pipe.unet) - expected).abs().max().item()],
+    }
