@@ -72,6 +72,7 @@ def test_upstream_verdicts_are_not_right(upstream_outcomes):
         "group-offload-glm-image-leaf-level",
         "group-offload-transformer-2d-block-level",
         "group-offload-weights-tied-across-blocks",
+        "layerwise-casting-after-accelerate-cpu-offload",
         "lora-loaded-group-offloaded-to-disk",
         "quanto-torchao-gguf-planned-at-loaded-size",
         "save-model-with-lora-injected",
@@ -1007,15 +1008,15 @@ def test_sequential_offload_quanto_pipeline(patched_outcomes):
     assert_close_to_reference(result["diffs"], 1)
 
 
-def test_layerwise_casting_after_group_offload_to_disk_upstream(upstream_outcomes):
-    # Cast silently lost: the unet computes with the float32 weights the offload files hold.
-    result = result_of(upstream_outcomes["layerwise-casting-after-group-offload-to-disk"])
+def test_layerwise_casting_after_accelerate_cpu_offload_upstream(upstream_outcomes):
+    # Cast silently lost: the unet computes with the float32 weights accelerate's hooks saved.
+    result = result_of(upstream_outcomes["layerwise-casting-after-accelerate-cpu-offload"])
     assert result["refused"] is None
     assert_clearly_wrong(result["diffs"])
 
 
-def test_layerwise_casting_after_group_offload_to_disk(patched_outcomes):
-    result = result_of(patched_outcomes["layerwise-casting-after-group-offload-to-disk"])
+def test_layerwise_casting_after_accelerate_cpu_offload(patched_outcomes):
+    result = result_of(patched_outcomes["layerwise-casting-after-accelerate-cpu-offload"])
     assert result["refused"].startswith(
         "Cannot apply layerwise casting to UNet2DConditionModel: its weights are offloaded"
     )

@@ -433,21 +433,21 @@ def _judge_layerwise_casting_after_offloading(result):
 
 
 @scenario(
-    "layerwise-casting-after-group-offload-to-disk",
+    "layerwise-casting-after-accelerate-cpu-offload",
     patch="refuse-layerwise-casting-of-offloaded-weights.patch",
-    summary="tiny SD pipeline group offloaded to disk at leaf level, then unet.enable_layerwise_casting("
-    "storage_dtype=float8_e4m3fn, compute_dtype=float32)",
+    summary="tiny SD pipeline whose unet the user offloaded with accelerate's cpu_offload, then "
+    "unet.enable_layerwise_casting(storage_dtype=float8_e4m3fn, compute_dtype=float32)",
     text="layerwise casting refused: {refused}; {compared}: {diffs}",
     judge=_judge_layerwise_casting_after_offloading,
 )
-def layerwise_casting_after_group_offload_to_disk(workdir):
+def layerwise_casting_after_accelerate_cpu_offload(workdir):
     import torch
+    from accelerate import cpu_offload
 
-    from ..tiny_pipelines import apply_offload_mode
     from .adapters import _reference_pipeline, _saved_pipeline
 
     pipe = load_tiny_sd_pipeline(_saved_pipeline())
-    apply_offload_mode(pipe, "group-leaf", workdir / "offload")
+    cpu_offload(pipe.unet, execution_device=torch.device("cpu"))
     before = _unet_output(pipe.unet)
     try:
         pipe.unet.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn, compute_dtype=torch.float32)
