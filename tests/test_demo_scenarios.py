@@ -1022,3 +1022,16 @@ def test_layerwise_casting_after_accelerate_cpu_offload(patched_outcomes):
     )
     assert result["refused"].endswith("Enable layerwise casting before offloading the model.")
     assert_close_to_reference(result["diffs"], 1)
+
+
+def test_hook_registered_after_model_offload_upstream(upstream_outcomes):
+    assert_raised(
+        upstream_outcomes["hook-registered-after-model-offload"],
+        "RuntimeError",
+        "`enable_model_cpu_offload` requires accelerator, but not found",
+    )
+
+
+def test_hook_registered_after_model_offload(patched_outcomes):
+    # First call, second call, with the LoRA, again.
+    assert_close_to_reference(result_of(patched_outcomes["hook-registered-after-model-offload"])["diffs"], 4)

@@ -465,3 +465,48 @@ def layerwise_casting_after_accelerate_cpu_offload(workdir):
         "compared": "max abs diff to the float8 unet's output",
         "diffs": [(_unet_output(pipe.unet) - expected).abs().max().item()],
     }
+
+
+def _add_one_to_the_sample(unet):
+    from diffusers.hooks import HookRegistry, ModelHook
+
+    class AddToSample(ModelHook):
+        def pre_forward(self, module, sample, *args, **kwargs):
+            return (sample + 1.0, *args), kwargs
+
+    HookRegistry.check_if_exists_or_initialize(unet).register_hook(AddToSample(), "add_to_sample")
+
+
+def _outputs_of_calls_then_lora(pipe):
+    from .adapters import _lora
+
+    outputs = [_unet_output(pipe.unet)]
+    # What the end of each pipeline call does: under model CPU offloading, its hooks are removed and added again.
+    pipe.maybe_free_model_hooks()
+    outputs.append(_unet_output(pipe.unet))
+    pipe.load_lora_weights(_lora())
+    outputs.append(_unet_output(pipe.unet))
+    pipe.maybe_free_model_hooks()
+    outputs.append(_unet_output(pipe.unet))
+    return outputs
+
+
+@scenario(
+    "hook-registered-after-model-offload",
+    patch="keep-the-hooks-registered-after-accelerate-hooks.patch",
+    summary="tiny SD pipeline, enable_model_cpu_offload(device='cpu'), then a diffusers ModelHook registered on the "
+    "unet: the unet run, maybe_free_model_hooks() as each pipeline call ends, load_lora_weights, vs. no offload",
+    text="max abs diff to the un-offloaded unet with the hook: first call, second call, with the LoRA, again {diffs}",
+    judge=_judge_diffs,
+)
+def hook_registered_after_model_offload(workdir):
+    from .adapters import _saved_pipeline
+
+    reference = load_tiny_sd_pipeline(_saved_pipeline())
+    _add_one_to_the_sample(reference.unet)
+    expected = _outputs_of_calls_then_lora(reference)
+    pipe = load_tiny_sd_pipeline(_saved_pipeline())
+    pipe.enable_model_cpu_offload(device="cpu")
+    _add_one_to_the_sample(pipe.unet)
+    outputs = _outputs_of_calls_then_lora(pipe)
+    return {"diffs": [(output - wanted).abs().max().item() for output, wanted in zip(outputs, expected)]}

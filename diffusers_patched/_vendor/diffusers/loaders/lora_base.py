@@ -27,6 +27,7 @@ import torch.nn as nn
 from huggingface_hub import model_info
 from huggingface_hub.constants import HF_HUB_OFFLINE
 
+from ..hooks.hooks import _remove_accelerate_hook_from_module
 from ..models.modeling_utils import ModelMixin, load_state_dict
 from ..utils import (
     USE_PEFT_BACKEND,
@@ -63,7 +64,6 @@ if is_accelerate_available():
         CpuOffload,
         SequentialHook,
         add_hook_to_module,
-        remove_hook_from_module,
     )
 
 logger = logging.get_logger(__name__)
@@ -591,7 +591,7 @@ def _remove_accelerate_hooks(module, recurse=False):
                 "recurse_tensors": recurse_tensors,
             }
         )
-    remove_hook_from_module(module, recurse=recurse)
+    _remove_accelerate_hook_from_module(module, recurse=recurse)
     for entry in removed:
         entry["attributes"] = {
             name: value
