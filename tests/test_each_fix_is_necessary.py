@@ -108,6 +108,7 @@ LEFT_OUT_TOGETHER = {
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
         "load-ip-adapters-into-offloaded-and-quantized-unets.patch",
+        "keep-the-hooks-registered-after-accelerate-hooks.patch",
         "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
     "save-lora-adapters-of-quantized-models.patch": ["save-lora-adapters-of-offloaded-models.patch"],
@@ -121,6 +122,7 @@ LEFT_OUT_TOGETHER = {
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
         "load-ip-adapters-into-offloaded-and-quantized-unets.patch",
+        "keep-the-hooks-registered-after-accelerate-hooks.patch",
         "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
