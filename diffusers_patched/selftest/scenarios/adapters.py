@@ -13,8 +13,8 @@ from .registry import SCENARIOS, scenario
 
 
 # The pipeline's offloading, a user's own accelerate placement of the unet and text encoder (`cpu_offload`, and
-# `dispatch_model` with half of their top-level modules on disk), `torch.compile`, and the unet's weights stored in
-# float8 by layerwise casting.
+# `dispatch_model` with half of their top-level modules on disk), `torch.compile`, the unet's weights stored in float8
+# by layerwise casting, the unet quantized by quanto or torchao, and the text encoder by bitsandbytes.
 ADAPTER_STATES = (
     "sequential",
     "model",
@@ -26,10 +26,12 @@ ADAPTER_STATES = (
     "layerwise-cast",
     "quanto-int8",
     "torchao-int8",
+    "bnb-nf4-text-encoder",
 )
-# The states of a unet loaded quantized (`_quantization_config`). Not bitsandbytes: diffusers' quantizer refuses to
-# load a model without a GPU ("No GPU found. A GPU is needed for quantization."), pre-quantized or not.
-QUANTIZED_STATES = ("quanto-int8", "torchao-int8")
+# The states of a component loaded quantized (`_quantized_component`). A bitsandbytes unet is not one: diffusers'
+# quantizer refuses to load a model without a GPU ("No GPU found. A GPU is needed for quantization."), pre-quantized or
+# not; transformers loads a bitsandbytes text encoder on a CPU.
+QUANTIZED_STATES = ("quanto-int8", "torchao-int8", "bnb-nf4-text-encoder")
 # The states that change the values the unet computes with: judged against a pipeline without the state holding them.
 ROUNDING_STATES = ("layerwise-cast", *QUANTIZED_STATES)
 # The states whose fused weights are quantized again, which rounds part of the LoRA away: a fused output is judged by
@@ -229,7 +231,9 @@ def save_pretrained(pipe, workdir):
     _outputs(pipe)
     pipe.save_pretrained(workdir / "saved")
     # In the dtype the pipeline was loaded in (torchao's quantizer would pick bfloat16).
-    return _outputs(load_tiny_sd_pipeline(workdir / "saved", torch_dtype=torch.float32))
+    reloaded = load_tiny_sd_pipeline(workdir / "saved", torch_dtype=torch.float32)
+    _compute_bnb_weights_as_stored(reloaded.text_encoder)
+    return _outputs(reloaded)
 
 
 ADAPTER_OPERATIONS = {
@@ -269,28 +273,33 @@ def _reference_pipeline(state):
     weights, holding the values it stores, in float32 and with no hook (what the state computes with)."""
     pipe = load_tiny_sd_pipeline(_saved_pipeline())
     if state in ROUNDING_STATES:
-        pipe.unet.load_state_dict(_values_computed_with(state))
+        getattr(pipe, _rounded_component(state)).load_state_dict(_values_computed_with(state))
     return pipe
+
+
+def _rounded_component(state):
+    return "text_encoder" if state == "bnb-nf4-text-encoder" else "unet"
 
 
 @functools.cache
 def _values_computed_with(state):
-    """The state dict of a float32 unet that computes as the unet in the rounding `state` does."""
+    """The state dict of a float32 model that computes as the component the rounding `state` rounds does."""
     import torch
 
     stored = load_tiny_sd_pipeline(_saved_pipeline())
     _put_in_state(stored, state, workdir=None)
+    component = _rounded_component(state)
     if state == "layerwise-cast":
         return {name: tensor.float() for name, tensor in stored.unet.state_dict().items()}
-    unet = load_tiny_sd_pipeline(_saved_pipeline()).unet
+    model = getattr(load_tiny_sd_pipeline(_saved_pipeline()), component)
     # Each Linear's weight read off the quantized layer by passing the identity through it (exact in float32).
     with torch.no_grad():
-        for name, module in unet.named_modules():
+        for name, module in model.named_modules():
             if isinstance(module, torch.nn.Linear):
-                layer = stored.unet.get_submodule(name)
+                layer = getattr(stored, component).get_submodule(name)
                 weight = layer(torch.eye(module.in_features)) - (0 if layer.bias is None else layer.bias)
                 module.weight.copy_(weight.T)
-    return unet.state_dict()
+    return model.state_dict()
 
 
 @functools.cache
@@ -301,6 +310,16 @@ def _reference(operation, state):
         return _outputs(_reference_pipeline(state))
     with tempfile.TemporaryDirectory() as workdir:
         return _operation_outputs(_reference_pipeline(state), operation, Path(workdir))
+
+
+def _compute_bnb_weights_as_stored(model):
+    """bitsandbytes repacks 4-bit weights for its CPU kernels and computes in bfloat16 on CPUs with AVX512-BF16 only:
+    off, the model computes from the weights as stored, in float32, the same on every CPU."""
+    import bitsandbytes as bnb
+
+    for module in model.modules():
+        if isinstance(module, bnb.nn.Linear4bit):
+            module.support_avx512bf16_for_cpu = False
 
 
 def _quantization_config(state):
@@ -327,6 +346,15 @@ def _put_in_state(pipe, state, workdir):
             children = [child for child, _ in model.named_children()]
             device_map = {child: "disk" if i % 2 else "cpu" for i, child in enumerate(children)}
             dispatch_model(model, device_map=device_map, offload_dir=str(workdir / name), main_device="cpu")
+    elif state == "bnb-nf4-text-encoder":
+        from transformers import BitsAndBytesConfig, CLIPTextModel
+
+        pipe.text_encoder = CLIPTextModel.from_pretrained(
+            _saved_pipeline() / "text_encoder",
+            quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4"),
+            torch_dtype=torch.float32,
+        )
+        _compute_bnb_weights_as_stored(pipe.text_encoder)
     elif state in QUANTIZED_STATES:
         from diffusers import UNet2DConditionModel
 

@@ -116,13 +116,13 @@ def _maybe_dequantize_quanto_base_weight(module):
 
 
 def _maybe_keep_quantized_base_weight(module):
-    # PEFT fuses into a torchao weight by dequantizing it, adding the delta and quantizing the sum, and unfuses the same
-    # way: each round trip moves the weight by up to a quantization step, and the moves add up. The quantized weight is
-    # kept, out of the state dict, for unfusing.
+    # PEFT fuses into a torchao or bitsandbytes 4-bit weight by dequantizing it, adding the delta and quantizing the sum,
+    # and unfuses the same way: each round trip moves the weight by up to a quantization step of the fused weight, and
+    # the moves add up. The quantized weight is kept, out of the state dict, for unfusing.
     from ..hooks.group_offloading import _is_torchao_tensor
 
     weight = getattr(module.get_base_layer(), "weight", None)
-    if _is_torchao_tensor(weight):
+    if _is_torchao_tensor(weight) or weight.__class__.__name__ == "Params4bit":
         module.__dict__.setdefault("_quantized_base_weight", weight)
 
 
@@ -178,7 +178,15 @@ def _maybe_restore_quantized_base_weight(module):
     # Puts back, bit for bit, the quantized weight a LoRA was fused into once no adapter is fused into it anymore.
     if not module.merged and "_quantized_base_weight" in module.__dict__:
         base_layer = module.get_base_layer()
-        base_layer.weight = module.__dict__.pop("_quantized_base_weight").to(base_layer.weight.device)
+        weight = module.__dict__.pop("_quantized_base_weight")
+        if getattr(weight, "bnb_quantized", True) is False:
+            # PEFT's bitsandbytes merge builds the fused weight from the `__dict__` of the weight it dequantized, marking
+            # that one as not quantized, which it still is, and giving the layer the fused weight's quantization state.
+            weight.bnb_quantized = True
+            base_layer.quant_state = weight.quant_state
+        if weight.device != base_layer.weight.device:
+            weight = weight.to(base_layer.weight.device)
+        base_layer.weight = weight
 
 
 class PeftAdapterMixin:
