@@ -10,7 +10,7 @@ import copy
 
 import pytest
 
-from diffusers_patched.selftest.judges import FAILS, RIGHT, WRONG
+from diffusers_patched.selftest.judges import FAILS, RIGHT
 from diffusers_patched.selftest.parity import PARITY, cell_verdicts, parity_breaks
 from diffusers_patched.selftest.scenarios.registry import Outcome
 
@@ -57,10 +57,9 @@ UPSTREAM_NOT_RIGHT = {
         "RuntimeError: Only Tensors of floating point and complex dtype can require gradients",
         "refused",
     ),
-    # Upstream's LoRA loader casts the quantized text encoder (fixed, see "lora"); then fused, the 4-bit text encoder
-    # keeps most of the LoRA, but unfused it computes other outputs than before fusing: PEFT's bitsandbytes merge and
-    # unmerge on a CPU, left as found (docs/parity.md).
-    ("bitsandbytes nf4 text encoder", "fuse"): ("ValueError: You cannot cast a bitsandbytes model", "wrong otherwise"),
+    # Upstream's LoRA loader casts the quantized text encoder (fixed, see "lora"); then PEFT unfuses a 4-bit weight by
+    # quantizing it again, a quantization step of the fused weight away: unfuse-lora-restores-requantized-weights.
+    ("bitsandbytes nf4 text encoder", "fuse"): ("ValueError: You cannot cast a bitsandbytes model", "fixed"),
     # Refused on both sides: GGUF and BFL models cannot be saved (their quantizers' `is_serializable` is False).
     **{
         (name, flow): (_NOT_SERIALIZABLE.format(method), "refused on both sides")
@@ -68,12 +67,10 @@ UPSTREAM_NOT_RIGHT = {
         for flow in ("model round trip", "pipeline round trip")
     },
 }
-# What the patched side does in the cells of UPSTREAM_NOT_RIGHT that it refuses, or gets wrong otherwise than upstream:
-# (verdict, the start of its figure). The bitsandbytes figure depends on the CPU (AVX512-BF16 or not): only its kind.
+# What the patched side does in the cells of UPSTREAM_NOT_RIGHT that it refuses: (verdict, the start of its figure).
 REFUSED_FUSE = "ValueError: Cannot fuse LoRA into `transformer_blocks.0.attn.to_q`: its weight is stored as torch."
 PATCHED_OTHERWISE = {
-    **{(name, "fuse"): (FAILS, REFUSED_FUSE) for name in ("sdnq int8", "sdnq uint4", "bfl fp8r", "bfl nvfp4")},
-    ("bitsandbytes nf4 text encoder", "fuse"): (WRONG, "keeps "),
+    (name, "fuse"): (FAILS, REFUSED_FUSE) for name in ("sdnq int8", "sdnq uint4", "bfl fp8r", "bfl nvfp4")
 }
 
 
