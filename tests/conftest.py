@@ -230,8 +230,8 @@ def pytest_collection_modifyitems(config, items):
 
 # The per-release checks come in two halves. `make test` runs, on every supported release, what the build must hold
 # there: the guards, and the scenarios and tests of the backports, code written for that release alone; and every
-# scenario and parity flow patched (judged against the primary's) on the oldest release, whose code is the furthest
-# from the primary's. `make test-releases` (`--release-checks`, before publishing) runs the rest on the verified
+# parity flow patched (judged against the primary's) on the oldest release, whose code is the furthest from the
+# primary's. `make test-releases` (`--release-checks`, before publishing) runs the rest on the verified
 # stack: each older release's upstream side of the scenarios and parity net, and its other scenarios, parity flows and
 # carried tests; `make test-stacks` runs both again on each release's floor and newest stacks.
 RELEASE_CHECK_SKIP = "the other half of the per-release checks: `make test-releases` runs it"
