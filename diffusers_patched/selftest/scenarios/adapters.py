@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..judges import REFUSED, RETENTION_BOUND, WRONG, close, retained, retention
 from ..tiny_pipelines import apply_offload_mode, load_tiny_sd_pipeline, save_tiny_sd_pipeline, tiny_word_tokenizer
-from .common import _encode, _text_encoder_lora, _unet_output
+from .common import _bnb_cpu_repacking, _encode, _text_encoder_lora, _unet_output
 from .registry import SCENARIOS, scenario
 
 
@@ -232,7 +232,7 @@ def save_pretrained(pipe, workdir):
     pipe.save_pretrained(workdir / "saved")
     # In the dtype the pipeline was loaded in (torchao's quantizer would pick bfloat16).
     reloaded = load_tiny_sd_pipeline(workdir / "saved", torch_dtype=torch.float32)
-    _compute_bnb_weights_as_stored(reloaded.text_encoder)
+    _bnb_cpu_repacking(reloaded.text_encoder, enabled=False)
     return _outputs(reloaded)
 
 
@@ -312,16 +312,6 @@ def _reference(operation, state):
         return _operation_outputs(_reference_pipeline(state), operation, Path(workdir))
 
 
-def _compute_bnb_weights_as_stored(model):
-    """bitsandbytes repacks 4-bit weights for its CPU kernels and computes in bfloat16 on CPUs with AVX512-BF16 only:
-    off, the model computes from the weights as stored, in float32, the same on every CPU."""
-    import bitsandbytes as bnb
-
-    for module in model.modules():
-        if isinstance(module, bnb.nn.Linear4bit):
-            module.support_avx512bf16_for_cpu = False
-
-
 def _quantization_config(state):
     """The quantization config of the unet in `state`."""
     from diffusers import QuantoConfig, TorchAoConfig
@@ -354,7 +344,8 @@ def _put_in_state(pipe, state, workdir):
             quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4"),
             torch_dtype=torch.float32,
         )
-        _compute_bnb_weights_as_stored(pipe.text_encoder)
+        # Computed from the weights as stored, the same on every CPU.
+        _bnb_cpu_repacking(pipe.text_encoder, enabled=False)
     elif state in QUANTIZED_STATES:
         from diffusers import UNet2DConditionModel
 

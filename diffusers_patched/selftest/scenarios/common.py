@@ -224,3 +224,16 @@ def quanto_flux(workdir):
     )
     lora = {f"transformer.{key}": value for key, value in get_peft_model_state_dict(with_lora).items()}
     return quantized, reference, lora, flux_inputs(FLUX_DEV_CONFIG)
+
+
+def _bnb_cpu_repacking(model, enabled):
+    """Switch bitsandbytes' repacking of 4-bit weights for its CPU kernels, on by default on CPUs with AVX512-BF16 only.
+
+    On, the next forward pass repacks the weights (rewriting their statistics) on any CPU, as on those CPUs; off,
+    outputs are computed from the weights as stored, the same on every machine.
+    """
+    import bitsandbytes as bnb
+
+    for module in model.modules():
+        if isinstance(module, bnb.nn.Linear4bit):
+            module.support_avx512bf16_for_cpu = enabled

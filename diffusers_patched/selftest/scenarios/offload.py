@@ -4,6 +4,7 @@ from ..judges import REFUSED, RIGHT, WRONG, close
 from ..tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, offload_diff, save_tiny_sd_pipeline
 from .common import (
     LLAMA_CPU_DISK_MAP,
+    _bnb_cpu_repacking,
     _clip_text_modules,
     _diffs,
     _encode,
@@ -222,19 +223,6 @@ def bnb_4bit_dispatch_cpu_disk_then_peft(workdir):
     model = dispatch_model(model, device_map=LLAMA_CPU_DISK_MAP, offload_dir=workdir / "offload")
     model = PeftModel.from_pretrained(model, workdir / "adapter")
     return {"covered": covered, "diffs": [(llama_logits(model) - expected).abs().max().item() for _ in range(3)]}
-
-
-def _bnb_cpu_repacking(model, enabled):
-    """Switch bitsandbytes' repacking of 4-bit weights for its CPU kernels, on by default on CPUs with AVX512-BF16 only.
-
-    On, the next forward pass repacks the weights (rewriting their statistics) on any CPU, as on those CPUs; off,
-    outputs are computed from the weights as stored, the same on every machine.
-    """
-    import bitsandbytes as bnb
-
-    for module in model.modules():
-        if isinstance(module, bnb.nn.Linear4bit):
-            module.support_avx512bf16_for_cpu = enabled
 
 
 def _run_repacked(text_encoder):
