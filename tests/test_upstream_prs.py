@@ -152,21 +152,12 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
     assert snapshot(out) == written
 
 
-# The forwardable patches whose test files are not in upstream's idiom yet (`upstream_prs.idiom_problems`: pytest
-# classes with a topic marker of tests/testing_utils.py, no mock of a private name; `make verify-prs` says what each
-# lacks). A new patch's tests are written in the idiom; a patch whose tests are rewritten leaves this list.
-NOT_YET_IN_UPSTREAMS_TEST_IDIOM = [
-    "run-bitsandbytes-components-planned-on-the-cpu-there.patch",
-    "from-pretrained-materializes-missing-weights.patch",
-]
-
-
-def test_the_tests_the_patches_carry_are_in_upstreams_idiom_but_the_recorded_ones(tmp_path):
+def test_the_tests_every_forwardable_patch_carries_are_in_upstreams_idiom(tmp_path):
+    """Pytest classes with a topic marker of tests/testing_utils.py and no mock of a private name
+    (`upstream_prs.idiom_problems`; `make verify-prs` says what a patch lacks)."""
     repo = tmp_path / "series"
     entries = patches.scratch_checkout(PROJECT, repo)
-    found = upstream_prs.idiom_by_patch(PROJECT, repo, entries, LOCAL_ONLY)
-    assert sorted(set(found) - set(NOT_YET_IN_UPSTREAMS_TEST_IDIOM)) == [], found
-    assert sorted(set(NOT_YET_IN_UPSTREAMS_TEST_IDIOM) - set(found)) == [], "in the idiom now: remove from the list"
+    assert upstream_prs.idiom_by_patch(PROJECT, repo, entries, LOCAL_ONLY) == {}
 
 
 def test_idiom_problems_name_the_class_the_missing_marker_and_the_private_mock():
