@@ -135,7 +135,11 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
             assert written[f"{pr['name']}/{number:04d}-{name}"] == (REPO_ROOT / "patches" / name).read_bytes()
     run_on_cpu = pr_named(summary, "pipeline-bnb-components-run-on-cpu")
     assert run_on_cpu["fixes"] == [12719]
-    assert run_on_cpu["depends_on"] == ["pipeline-device-map-quantized-sizes", "pipeline-device-map-cpu-budget"]
+    assert run_on_cpu["depends_on"] == [
+        "pipeline-device-map-quantized-sizes",
+        "pipeline-device-map-cpu-budget",
+        "pipeline-device-map-cpu-components",
+    ]
     pr_md = written["pipeline-bnb-components-run-on-cpu/PR.md"].decode()
     for expected in (
         "# What does this PR do?\n\nFixes #12719\n",

@@ -25,12 +25,15 @@ from diffusers_patched.selftest.scenarios import read_outcomes
 
 
 _SERVER = """
-import json, os, sys
+import gc, json, os, sys
 
 import accelerate, bitsandbytes, gguf, huggingface_hub, peft, safetensors.torch, torch, transformers  # noqa: F401
 
 imported = sorted(name for name in sys.modules if name.split(".")[0] in ("diffusers", "diffusers_patched"))
 assert not imported, f"the stack imported {imported}: a fork would not load them from its site"
+# The stack's objects live as long as the server: out of the collector's sight, the forks' collections do not walk
+# them again, nor copy the pages they are on by writing to them.
+gc.freeze()
 for line in sys.stdin:
     job = json.loads(line)
     pid = os.fork()
