@@ -88,7 +88,8 @@ check-patches: $(STAMP)
 vendor: $(STAMP)
 	$(CLI) vendor
 
-# UPSTREAM_REPO=/path/to/diffusers (a git clone) also runs upstream's utils/check_copies.py on the patched tree.
+# UPSTREAM_REPO=/path/to/diffusers (a git clone) also runs upstream's utils/check_copies.py on the patched tree. The
+# PRs' commits take their author from your git configuration (user.name, user.email); the DEP-3 trailers stay here.
 export-patches: $(STAMP)
 	$(CLI) export --out $(OUT) $(if $(UPSTREAM_REPO),--upstream-repo $(UPSTREAM_REPO))
 

@@ -805,7 +805,7 @@ def test_origin_stands_in_for_bug(empty_project):
 LOCAL_ONLY = message("Keep a local policy note", "Origin: diffusers-patched", "Forwarded: not-needed")
 
 
-def test_export_leaves_out_local_only_patches_and_says_why(empty_project, tmp_path):
+def test_export_leaves_out_local_only_patches_and_says_why(empty_project, tmp_path, monkeypatch):
     project = empty_project
     add_patch(project, message("Add a synthetic note", *GOOD_TRAILERS))
     names = add_patch(project, LOCAL_ONLY, text="\n\n# Local policy.\n", path=CONSTANTS_FILE)
@@ -820,6 +820,9 @@ def test_export_leaves_out_local_only_patches_and_says_why(empty_project, tmp_pa
     # The command also writes the upstream PRs, which patches/prs.json groups (tests/test_upstream_prs.py).
     grouping = [{"name": "synthetic-note", "title": "Add a synthetic note", "patches": names[:1], "depends_on": {}}]
     (project.patches_dir / "prs.json").write_text(json.dumps(grouping))
+    # The PRs' commits are the maintainer's (tools/upstream_prs.py `submitter`).
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "A Maintainer")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "maintainer@example.com")
     result = subprocess.run(
         [sys.executable, "-m", "tools.cli", "export", "--out", str(out), "--root", str(project.root)],
         cwd=REPO_ROOT,

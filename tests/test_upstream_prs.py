@@ -3,6 +3,8 @@ the PR), what `make export-patches` writes per PR, and the tests the patches car
 verify-prs` (minutes of tests) is not run here."""
 
 import json
+import os
+import re
 
 import pytest
 
@@ -104,7 +106,29 @@ def test_a_pr_that_no_longer_applies_without_an_undeclared_dependency(project, t
     )
 
 
-def test_export_refuses_a_bad_grouping_before_writing_anything(project, tmp_path):
+@pytest.fixture
+def maintainer(monkeypatch):
+    """The identity git has for whoever runs the export, as a maintainer's configuration would give it."""
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "A Maintainer")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "maintainer@example.com")
+    return "A Maintainer <maintainer@example.com>"
+
+
+@pytest.fixture
+def no_identity(monkeypatch):
+    for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+def test_export_refuses_without_a_configured_identity_before_writing_anything(project, tmp_path, no_identity):
+    with pytest.raises(ToolError, match=r"set `git config user.name` and `git config user.email`"):
+        upstream_prs.export_prs(project, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_refuses_a_bad_grouping_before_writing_anything(project, tmp_path, maintainer):
     (project.patches_dir / "prs.json").write_text(json.dumps([pr for pr in PRS if pr["name"] != "fuse-lora-gguf"]))
     with pytest.raises(ToolError, match="fuse-lora-into-gguf-quantized-weights.patch is forwardable"):
         upstream_prs.export_prs(project, tmp_path / "out")
@@ -117,7 +141,7 @@ def snapshot(directory):
     }
 
 
-def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport(project, tmp_path):
+def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport(project, tmp_path, maintainer):
     out = tmp_path / "out"
     (out / "stale-pr").mkdir(parents=True)
     (out / "stale-pr" / "PR.md").write_text("a PR of an earlier grouping\n")
@@ -132,7 +156,15 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
         folder = sorted(path for path in written if path.startswith(pr["name"] + "/") and path.endswith(".patch"))
         assert folder == [f"{pr['name']}/{n:04d}-{name}" for n, name in enumerate(pr["patches"], 1)]
         for number, name in enumerate(pr["patches"], 1):
-            assert written[f"{pr['name']}/{number:04d}-{name}"] == (REPO_ROOT / "patches" / name).read_bytes()
+            # The series' patch by the maintainer, its DEP-3 trailer block (the series' records) left out.
+            submitted = written[f"{pr['name']}/{number:04d}-{name}"].decode()
+            series_patch = (REPO_ROOT / "patches" / name).read_text()
+            message, diff = series_patch.split("\ndiff --git ", 1)
+            body, trailers = message.rstrip("\n").rsplit("\n\n", 1)
+            assert "Forwarded: " in trailers
+            assert submitted == re.sub(r"(?m)^From: .*(\n .*)?$", f"From: {maintainer}", body, count=1) + (
+                "\n\ndiff --git " + diff
+            )
     run_on_cpu = pr_named(summary, "pipeline-bnb-components-run-on-cpu")
     assert run_on_cpu["fixes"] == [12719]
     assert run_on_cpu["depends_on"] == [

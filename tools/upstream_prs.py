@@ -13,6 +13,7 @@ import ast
 import json
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -179,6 +180,7 @@ def export_prs(project, out_dir, upstream_repo=None):
     """`export_patches` (the whole stack) plus one folder per PR and `prs.json`, all checked before anything is
     written. Returns (written stack paths, {left-out patch: why}, prs)."""
     out_dir = Path(out_dir)
+    author = submitter(project)
     with tempfile.TemporaryDirectory() as tmp:
         prs, metadata = check_prs(project, Path(tmp) / "prs")
     paths, left_out = export_patches(project, out_dir, upstream_repo)
@@ -191,7 +193,9 @@ def export_prs(project, out_dir, upstream_repo=None):
         folder = out_dir / pr["name"]
         folder.mkdir()
         for number, name in enumerate(patches, 1):
-            shutil.copyfile(project.patches_dir / name, folder / f"{number:04d}-{name}")
+            patch = (project.patches_dir / name).read_bytes().decode()
+            submitted = as_submitted(patch, author, metadata[name]["trailers"])
+            (folder / f"{number:04d}-{name}").write_bytes(submitted.encode())
         fixes = sorted(
             {int(n) for name in patches for n in re.findall(r"^Fixes #(\d+)$", metadata[name]["body"], re.M)}
         )
@@ -207,6 +211,38 @@ def export_prs(project, out_dir, upstream_repo=None):
         )
     (out_dir / PRS_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     return paths, left_out, prs
+
+
+def submitter(project):
+    """The author of the PRs' commits: the maintainer who opens them, as git's configuration in the checkout names them
+    (`user.name` and `user.email`, or GIT_AUTHOR_NAME and GIT_AUTHOR_EMAIL); never an identity git guesses."""
+    result = subprocess.run(
+        ["git", "-c", "user.useConfigOnly=true", "var", "GIT_AUTHOR_IDENT"],
+        cwd=project.root,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise ToolError(
+            "the exported PRs are commits of the maintainer who opens them, and git has no identity configured here: "
+            "set `git config user.name` and `git config user.email` (or GIT_AUTHOR_NAME and GIT_AUTHOR_EMAIL) first"
+        )
+    return result.stdout.rpartition(">")[0] + ">"
+
+
+def as_submitted(patch, author, trailers):
+    """A series patch as its PR carries it: by `author`, and without the DEP-3 trailer block (`trailers`, as git
+    parses it), which records the series' bookkeeping (origin, forwarding), not the change."""
+    header, _, rest = patch.partition("\n\n")
+    message, marker, diff = rest.partition("\ndiff --git ")
+    if trailers:
+        body, _, block = message.rstrip("\n").rpartition("\n\n")
+        if block.splitlines() != [f"{key}: {value}" for key, value in trailers]:
+            raise ToolError(f"the last paragraph of a patch message is not its trailer block:\n{block}")
+        message = body + "\n"
+    # The header with its folded continuation lines, if any.
+    header = re.sub(r"^From: .*(?:\n[ \t].*)*$", lambda _: f"From: {author}", header, count=1, flags=re.M)
+    return f"{header}\n\n{message}{marker}{diff}"
 
 
 def _changed_files(project, patches):
