@@ -269,7 +269,7 @@ def render_pr(project, pr, prs, patches, metadata, fixes):
         body = re.sub(r"\n*^(?:Fixes|Refs) #\d+$", "", metadata[name]["body"], flags=re.M).strip()
         lines += [f"## {metadata[name]['subject']}", "", body, ""]
     if pr.get("notes"):
-        lines += ["## Why this PR is cut this way", "", pr["notes"], ""]
+        lines += ["## Notes for reviewers", "", pr["notes"], ""]
     lines += ["## Dependencies", ""]
     if pr["depends_on"]:
         lines += [
