@@ -1,5 +1,5 @@
-"""Every adapter operation on a tiny SD pipeline in every offload state, compiled, layerwise-cast, quanto- and
-torchao-quantized, on both sides, and adapters swapped in and out in each state until the memory in use must come back:
+"""Every adapter operation on a tiny SD pipeline in every offload state, compiled, layerwise-cast, quanto-, torchao-
+and SDNQ-quantized, on both sides, and adapters swapped in and out in each state until the memory in use must come back:
 docs/adapters.md's tables are what this measures (diffusers_patched/selftest/adapter_states.py)."""
 
 from diffusers_patched.selftest.adapter_states import (

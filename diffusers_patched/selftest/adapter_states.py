@@ -34,9 +34,12 @@ for _operation in ADAPTER_OPERATIONS:
 
 # Memory: the same pipeline in each state and in none, adapters of new names swapped in and out.
 SWAPS_ROW = f"{ADAPTER_SWAPS} adapter swaps"
-# The states whose adapter operations are all right: a text encoder dispatched to disk refuses LoRAs, float8 weights
-# refuse fusing.
-SWAP_STATES = ("plain", *(state for state in ADAPTER_STATES if state not in ("user-disk-dispatch", "layerwise-cast")))
+# The states whose adapter operations are all right: a text encoder dispatched to disk refuses LoRAs, float8 and int8
+# weights refuse fusing.
+SWAP_STATES = (
+    "plain",
+    *(state for state in ADAPTER_STATES if state not in ("user-disk-dispatch", "layerwise-cast", "sdnq-int8")),
+)
 for _state in SWAP_STATES:
     adapter_swaps_scenario(
         f"{SWAPS_ROW} {_state}",

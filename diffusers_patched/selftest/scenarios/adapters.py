@@ -14,7 +14,7 @@ from .registry import SCENARIOS, scenario
 
 # The pipeline's offloading, a user's own accelerate placement of the unet and text encoder (`cpu_offload`, and
 # `dispatch_model` with half of their top-level modules on disk), `torch.compile`, the unet's weights stored in float8
-# by layerwise casting, the unet quantized by quanto or torchao, and the text encoder by bitsandbytes.
+# by layerwise casting, the unet quantized by quanto, torchao or SDNQ, and the text encoder by bitsandbytes.
 ADAPTER_STATES = (
     "sequential",
     "model",
@@ -26,21 +26,23 @@ ADAPTER_STATES = (
     "layerwise-cast",
     "quanto-int8",
     "torchao-int8",
+    "sdnq-int8",
     "bnb-nf4-text-encoder",
 )
 # The states of a component loaded quantized (`_quantized_component`). A bitsandbytes unet is not one: diffusers'
 # quantizer refuses to load a model without a GPU ("No GPU found. A GPU is needed for quantization."), pre-quantized or
 # not; transformers loads a bitsandbytes text encoder on a CPU.
-QUANTIZED_STATES = ("quanto-int8", "torchao-int8", "bnb-nf4-text-encoder")
+QUANTIZED_STATES = ("quanto-int8", "torchao-int8", "sdnq-int8", "bnb-nf4-text-encoder")
 # The states that change the values the unet computes with: judged against a pipeline without the state holding them.
 ROUNDING_STATES = ("layerwise-cast", *QUANTIZED_STATES)
 # The states whose fused weights are quantized again, which rounds part of the LoRA away: a fused output is judged by
-# the share of the reference's change of output it keeps, as the parity net's fuse flow judges it.
-REQUANTIZING_STATES = QUANTIZED_STATES
+# the share of the reference's change of output it keeps, as the parity net's fuse flow judges it. (SDNQ's int8
+# weights are plain tensors, which fusing refuses.)
+REQUANTIZING_STATES = ("quanto-int8", "torchao-int8", "bnb-nf4-text-encoder")
 FUSE = "fuse_lora, unfuse_lora"
 FUSE_TWO = "fuse_lora of two weighted, unfuse_lora"
 # The cells refused by design, before anything changes, naming what works: LoRAs with text encoder weights into a
-# text encoder dispatched to disk (transformers cannot load them there), fusing into float8 weights. Any other
+# text encoder dispatched to disk (transformers cannot load them there), fusing into float8 or int8 weights. Any other
 # ValueError is a failure.
 REFUSALS = {
     *(
@@ -56,8 +58,7 @@ REFUSALS = {
             "save_lora_adapter, reloaded",
         )
     ),
-    (FUSE, "layerwise-cast"),
-    (FUSE_TWO, "layerwise-cast"),
+    *((operation, state) for operation in (FUSE, FUSE_TWO) for state in ("layerwise-cast", "sdnq-int8")),
 }
 
 
@@ -314,10 +315,17 @@ def _reference(operation, state):
 
 def _quantization_config(state):
     """The quantization config of the unet in `state`."""
-    from diffusers import QuantoConfig, TorchAoConfig
+    import os
+
+    from diffusers import QuantoConfig, SDNQConfig, TorchAoConfig
 
     if state == "quanto-int8":
         return QuantoConfig(weights_dtype="int8")
+    if state == "sdnq-int8":
+        # As the parity net: sdnq's eager dequantization (torch.compile costs seconds per layer shape on a CPU), and
+        # every layer quantized (SDNQ leaves layers under 16384 elements alone by default, every layer of the tiny unet).
+        os.environ.setdefault("SDNQ_USE_TORCH_COMPILE", "0")
+        return SDNQConfig(weights_dtype="int8", minimum_allowed_numel=0, minimum_allowed_channel_size=0)
     from torchao.quantization import Int8WeightOnlyConfig
 
     return TorchAoConfig(Int8WeightOnlyConfig())
