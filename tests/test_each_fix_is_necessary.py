@@ -97,7 +97,7 @@ LEFT_OUT_TOGETHER = {
         "local-strict-load-default-from-environment.patch",
     ],
     "offloading-preloads-the-modules-that-declare-it.patch": ["offloading-onloads-before-forward-pre-hooks.patch"],
-    "refuse-to-save-a-model-with-lora-adapters-injected.patch": [
+    "save-models-with-lora-adapters-under-their-own-keys.patch": [
         "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
     ],
     "restore-the-accelerate-hooks-the-loaders-remove.patch": [

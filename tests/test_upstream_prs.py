@@ -89,7 +89,7 @@ def test_dependencies_come_first_in_series_order(prs):
         "lora-quantized-text-encoder-dtype",
         "bnb-4bit-offload-hooks",
         "save-offloaded-weights",
-        "refuse-save-with-lora-adapters",
+        "save-with-lora-adapters",
         "refuse-save-bnb-repacked-statistics",
     ]
 

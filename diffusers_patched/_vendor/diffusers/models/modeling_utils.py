@@ -226,6 +226,33 @@ def get_parameter_dtype(parameter: torch.nn.Module) -> torch.dtype:
         return last_tuple[1].dtype
 
 
+def _state_dict_without_adapter_layers(model: torch.nn.Module, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
+    """
+    Returns `state_dict`, the state dict of `model` with PEFT adapter layers injected, under the model's own keys: each
+    wrapped layer's `base_layer` weights (holding the adapters fused into them, if any) under the layer's name, and no
+    adapter weights.
+    """
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    adapter_layers = {name: module for name, module in model.named_modules() if isinstance(module, BaseTunerLayer)}
+    without_adapters = {}
+    for key, value in state_dict.items():
+        parts = key.split(".")
+        # The innermost adapter layer the key is under, if any.
+        for depth in range(len(parts) - 1, 0, -1):
+            layer = adapter_layers.get(".".join(parts[:depth]))
+            if layer is None:
+                continue
+            if parts[depth] in layer.adapter_layer_names:
+                key = None
+            elif parts[depth] == "base_layer":
+                key = ".".join(parts[:depth] + parts[depth + 1 :])
+            break
+        if key is not None:
+            without_adapters[key] = value
+    return without_adapters
+
+
 @contextmanager
 def no_init_weights():
     """
@@ -795,12 +822,12 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
             error_cls=NotImplementedError,
         )
 
-        if getattr(self, "_hf_peft_config_loaded", False):
+        has_adapters = getattr(self, "_hf_peft_config_loaded", False)
+        if has_adapters and getattr(self, "hf_quantizer", None) is not None:
             raise ValueError(
-                f"Cannot save {self.__class__.__name__} with the LoRA adapters {list(self.peft_config)} injected into its"
-                " layers: the checkpoint would hold their wrapped weights (`base_layer`, `lora_A`, ...), which"
-                " `from_pretrained` cannot load. Save the adapters with `save_lora_adapter()`, and the model after"
-                " `unload_lora()`, which keeps fused LoRA weights fused."
+                f"Cannot save {self.__class__.__name__}, a quantized model, with the LoRA adapters "
+                f"{list(self.peft_config)} injected into its layers. Save the adapters with `save_lora_adapter()`, and "
+                "the model after `unload_lora()`, which keeps fused LoRA weights fused."
             )
 
         _raise_if_bnb_4bit_statistics_rederived(self, self.__class__.__name__)
@@ -858,6 +885,15 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
         if hf_quantizer is not None:
             state_dict, quantization_metadata = hf_quantizer.get_state_dict_and_metadata(
                 state_dict, safe_serialization=safe_serialization
+            )
+        if has_adapters:
+            # PEFT's layout (`base_layer`, `lora_A`, ...) is not the model's: `from_pretrained` would leave every
+            # wrapped weight on the meta device.
+            state_dict = _state_dict_without_adapter_layers(model_to_save, state_dict)
+            logger.warning(
+                f"{self.__class__.__name__} has the LoRA adapters {list(self.peft_config)} injected: its weights are "
+                "saved without the adapter layers (with the adapters fused into them by `fuse_lora()`, if any). Save "
+                "the adapters with `save_lora_adapter()`."
             )
 
         if use_flashpack:
