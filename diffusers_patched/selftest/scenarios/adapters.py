@@ -317,11 +317,14 @@ def _quantization_config(state):
     """The quantization config of the unet in `state`."""
     import os
 
-    from diffusers import QuantoConfig, SDNQConfig, TorchAoConfig
+    from diffusers import QuantoConfig, TorchAoConfig
 
     if state == "quanto-int8":
         return QuantoConfig(weights_dtype="int8")
     if state == "sdnq-int8":
+        # diffusers has SDNQ since 0.40.0: imported only for this state, which the older releases' scenarios never use.
+        from diffusers import SDNQConfig
+
         # As the parity net: sdnq's eager dequantization (torch.compile costs seconds per layer shape on a CPU), and
         # every layer quantized (SDNQ leaves layers under 16384 elements alone by default, every layer of the tiny unet).
         os.environ.setdefault("SDNQ_USE_TORCH_COMPILE", "0")
