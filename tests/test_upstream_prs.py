@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tools import ToolError, patches, upstream, upstream_prs
+from tools.git import git
 
 
 PROJECT = patches.Project(REPO_ROOT)
@@ -245,3 +246,25 @@ def test_topic_markers_are_read_from_upstreams_testing_utils():
         "is_bitsandbytes": "bitsandbytes",
     }.items() <= markers.items()
     assert "is_flaky" not in markers
+
+
+def test_rewritten_lines_are_those_a_later_patch_changes_of_an_earlier_ones(tmp_path):
+    repo = tmp_path / "series"
+    repo.mkdir()
+    git(repo, "init", "--quiet")
+
+    def commit(text, message):
+        (repo / "module.py").write_text(text)
+        git(repo, "add", "module.py")
+        git(repo, "commit", "--quiet", "-m", message)
+
+    commit("upstream = 1\nkept = 2\n", "pristine")
+    git(repo, "tag", "pristine")
+    commit("upstream = 1\nkept = 2\nfirst = 3\nsecond = 4\n", "first patch")
+    # Changes one line of the first patch and one of upstream's, and adds one.
+    commit("upstream = 10\nkept = 2\nfirst = 3\nsecond = 40\nthird = 5\n", "second patch")
+
+    added, pairs = upstream_prs.rewritten_lines(repo, ["first.patch", "second.patch"])
+
+    assert pairs == {("first.patch", "second.patch"): 1}
+    assert added == 2 + 3

@@ -13,6 +13,7 @@ COMMANDS = {
     "check": "lint the series, apply it exactly, require vendored tree and patches to be up to date, check the PRs",
     "export": "write the upstream-ready patches (not the `Forwarded: not-needed` ones), verified, and one folder per PR",
     "verify-prs": "on pristine upstream, each PR after its dependencies: applies, lints, its tests fail then pass",
+    "rewritten": "the lines a patch adds that a later patch rewrites (a final design adds each line once), per pair",
     "edit": "make build/series (--release X: build/series-X): pristine + series as git commits to change",
     "refresh": "rewrite patches and vendored tree from the commits in build/series (--release X: X's backports)",
     "refresh-releases": "replay the series onto every other supported release and rewrite their records",
@@ -45,6 +46,18 @@ def run(args):
         checks = "upstream's ruff" + (" and utils/check_copies.py" if args.upstream_repo else "")
         report.append(f"verified: they `git am` onto the pristine release and pass {checks}")
         report.append(f"{len(prs)} upstream PR(s), each applying with its dependencies: {args.out / 'prs.json'}")
+        return "\n".join(report)
+    if args.command == "rewritten":
+        with tempfile.TemporaryDirectory() as tmp:
+            repo = Path(tmp) / "series"
+            added, pairs = upstream_prs.rewritten_lines(repo, patches.scratch_checkout(project, repo))
+        report = [
+            f"{sum(pairs.values())} of the {added} lines the series adds are rewritten by a later patch, in "
+            f"{len({later for _, later in pairs})} patch(es)"
+        ]
+        report += [
+            f"  {count}: added by {earlier}, rewritten by {later}" for (earlier, later), count in pairs.most_common()
+        ]
         return "\n".join(report)
     if args.command == "verify-prs":
         failing = []

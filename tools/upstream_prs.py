@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from . import ToolError
@@ -402,6 +403,30 @@ def run_pr_tests(repo, tests):
         outcome.rstrip("s"): int(count)
         for count, outcome in re.findall(r"(\d+) (passed|failed|errors?|skipped)", summary)
     }
+
+
+def rewritten_lines(repo, entries):
+    """(lines the series adds, {(earlier patch, later patch): lines}): the lines a patch adds that a later patch of the
+    series removes or changes again, from `git blame` of each patch's removed lines, in `repo` (a scratch checkout
+    with the series `entries` as commits). A final design adds each line once."""
+    commits = series_commits(repo)
+    names = dict(zip(commits, entries))
+    added, pairs = 0, Counter()
+    for commit in commits:
+        path = None
+        for line in git(repo, "diff", "-U0", "--no-renames", f"{commit}^", commit).stdout.splitlines():
+            if line.startswith("--- "):
+                path = line.removeprefix("--- a/") if line.startswith("--- a/") else None
+            elif line.startswith("+") and not line.startswith("+++ "):
+                added += 1
+            hunk = re.match(r"@@ -(\d+)(?:,(\d+))? ", line)
+            if hunk and path and hunk.group(2) != "0":
+                start, count = int(hunk.group(1)), int(hunk.group(2) or 1)
+                blame = git(repo, "blame", "--porcelain", "-L", f"{start},+{count}", f"{commit}^", "--", path).stdout
+                for origin in re.findall(r"^([0-9a-f]{40}) \d+ \d+", blame, re.M):
+                    if origin in names:
+                        pairs[names[origin], names[commit]] += 1
+    return added, pairs
 
 
 def idiom_by_patch(project, repo, entries, local_only):
