@@ -375,6 +375,21 @@ def test_gguf_sequential_offload(patched_outcomes):
     assert "is quantized with QuantizationMethod.GGUF and is not serializable" in result["save_error"]
 
 
+# refuse-to-save-pipelines-whose-transformers-components-hold-lora-adapters.
+@upstream
+def test_save_pipeline_with_text_encoder_lora_upstream(upstream_outcomes):
+    # Saved without an error; the text encoder folder holds the adapter alone, and loading the pipeline back looks for
+    # the adapter's base model on the Hub.
+    error = upstream_outcomes["save-pipeline-with-text-encoder-lora"].error
+    assert error["type"] == "OSError" and "couldn't find them in the cached files" in error["message"], error
+
+
+def test_save_pipeline_with_text_encoder_lora(patched_outcomes):
+    refused = result_of(patched_outcomes["save-pipeline-with-text-encoder-lora"])["refused"]
+    assert "`text_encoder` (CLIPTextModel) holds the LoRA adapters" in refused
+    assert "save_lora_weights()" in refused and "unload_lora_weights()" in refused
+
+
 # save-models-with-lora-adapters-under-their-own-keys.
 @upstream
 def test_save_model_with_lora_injected_upstream(upstream_outcomes):

@@ -1,6 +1,6 @@
 """LoRAs loaded, fused and saved where quantization, offloading or layerwise casting hold the weights."""
 
-from ..judges import RIGHT, WRONG, close
+from ..judges import REFUSED, RIGHT, WRONG, close
 from ..tiny_pipelines import bnb_text_encoder_config, load_tiny_sd_pipeline, save_tiny_sd_pipeline
 from .common import _accelerate_hooks, _diffs, _encode, _judge_diffs, _text_encoder_lora, _unet_output, quanto_flux
 from .offload import _judge_offloaded_to_cpu
@@ -253,6 +253,26 @@ def fuse_lora_group_offloaded_to_disk(workdir):
         "lora_effects": [(expected_fused[1] - without_lora).abs().max().item()],
         "unfused_diffs": [(_unet_output(pipe.unet) - expected_unfused[1]).abs().max().item()],
     }
+
+
+@scenario(
+    "save-pipeline-with-text-encoder-lora",
+    patch="refuse-to-save-pipelines-whose-transformers-components-hold-lora-adapters.patch",
+    summary="tiny SD pipeline with a LoRA loaded into its text encoder and unet: save_pretrained, from_pretrained",
+    text="refused: {refused} / saved and loaded back",
+    judge=lambda result: (REFUSED, result["refused"].split(":")[0]) if result["refused"] else (RIGHT, "loaded back"),
+)
+def save_pipeline_with_text_encoder_lora(workdir):
+    path = save_tiny_sd_pipeline(workdir / "pipe")
+    pipe = load_tiny_sd_pipeline(path)
+    pipe.load_lora_weights(_sd_lora(pipe))
+    try:
+        pipe.save_pretrained(workdir / "saved")
+    except ValueError as e:
+        return {"refused": str(e)}
+    # Upstream: the text encoder's folder holds its adapter alone, which from_pretrained cannot load as the model.
+    load_tiny_sd_pipeline(workdir / "saved")
+    return {"refused": None}
 
 
 def _judge_save_model_with_lora_injected(result):

@@ -355,6 +355,18 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
         model_index_dict.pop("_module", None)
         model_index_dict.pop("_name_or_path", None)
 
+        for name, component in self.components.items():
+            component = _unwrap_model(component)
+            # transformers saves a model with PEFT adapters loaded as those adapters alone, which the pipeline cannot
+            # load back as that component.
+            if not isinstance(component, ModelMixin) and getattr(component, "_hf_peft_config_loaded", False):
+                raise ValueError(
+                    f"Cannot save the pipeline: `{name}` ({component.__class__.__name__}) holds the LoRA adapters "
+                    f"{list(component.peft_config)}, and its `save_pretrained` would save them instead of the model. "
+                    "Save the LoRA with `save_lora_weights()`, and the pipeline after `unload_lora_weights()`, which "
+                    "keeps a fused LoRA fused."
+                )
+
         if push_to_hub:
             commit_message = kwargs.pop("commit_message", None)
             private = kwargs.pop("private", None)
