@@ -13,6 +13,7 @@ from .scenarios.adapters import (
     ADAPTER_OPERATIONS,
     ADAPTER_STATES,
     ADAPTER_SWAPS,
+    REFUSALS,
     adapter_scenario,
     adapter_swaps_scenario,
 )
@@ -34,12 +35,8 @@ for _operation in ADAPTER_OPERATIONS:
 
 # Memory: the same pipeline in each state and in none, adapters of new names swapped in and out.
 SWAPS_ROW = f"{ADAPTER_SWAPS} adapter swaps"
-# The states whose adapter operations are all right: a text encoder dispatched to disk refuses LoRAs, float8 and int8
-# weights refuse fusing.
-SWAP_STATES = (
-    "plain",
-    *(state for state in ADAPTER_STATES if state not in ("user-disk-dispatch", "layerwise-cast", "sdnq-int8")),
-)
+# The states whose adapter operations are all right, none refused (`REFUSALS`): each swap loads, fuses and deletes.
+SWAP_STATES = ("plain", *(state for state in ADAPTER_STATES if all(state != refused for _, refused in REFUSALS)))
 for _state in SWAP_STATES:
     adapter_swaps_scenario(
         f"{SWAPS_ROW} {_state}",
