@@ -618,7 +618,7 @@ def test_bnb_device_map_balanced_plan(patched_outcomes):
 
 
 # size-quanto-and-torchao-components-as-they-will-be-loaded: quanto and torchao components are planned at the bytes they
-# hold once loaded; GGUF ones, passed to the pipeline loaded, too (count-float32-modules-in-float32-when-planning).
+# hold once loaded; GGUF ones, passed to the pipeline loaded, too (size-bitsandbytes-components-as-they-will-be-loaded).
 
 
 @upstream

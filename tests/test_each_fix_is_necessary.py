@@ -79,9 +79,6 @@ LEFT_OUT_TOGETHER = {
     ],
     "ltx2-single-file-map-ltx-2-3-keys.patch": ["ltx2-audio-vae-loads-from-a-single-file.patch"],
     "materialize-tensors-left-on-meta-in-from-single-file.patch": [
-        "summarize-missing-keys-of-single-file-loads.patch",
-        "from-single-file-strict-argument.patch",
-        "warn-about-missing-keys-without-low-cpu-mem-usage.patch",
         "from-pretrained-materializes-missing-weights.patch",
         "single-file-block-counts-come-from-the-checkpoint.patch",
         "local-strict-load-default-from-environment.patch",
@@ -103,18 +100,6 @@ LEFT_OUT_TOGETHER = {
     ],
     "save-lora-adapters-of-quantized-models.patch": ["save-lora-adapters-of-offloaded-models.patch"],
     "save-offloaded-weights-not-meta-placeholders.patch": ["save-weights-group-offloaded-to-disk.patch"],
-    "sequential-offload-keeps-the-user-device.patch": [
-        "restore-the-accelerate-hooks-the-loaders-remove.patch",
-        "fuse-lora-into-offloaded-weights.patch",
-        "fuse-lora-into-quanto-quantized-weights.patch",
-        "textual-inversion-on-offloaded-text-encoders.patch",
-        "adapter-operations-on-compiled-models.patch",
-        "unfuse-lora-restores-requantized-weights.patch",
-        "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
-        "load-ip-adapters-into-offloaded-and-quantized-unets.patch",
-        "keep-the-hooks-registered-after-accelerate-hooks.patch",
-        "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
-    ],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
         "group-offload-preloads-modules-that-read-child-weights.patch",
         "group-offload-keeps-what-models-read-outside-forward.patch",
@@ -133,8 +118,6 @@ LEFT_OUT_TOGETHER = {
         "offloading-onloads-before-forward-pre-hooks.patch",
     ],
     "size-bitsandbytes-components-as-they-will-be-loaded.patch": [
-        "count-tied-weights-once-when-planning.patch",
-        "count-float32-modules-in-float32-when-planning.patch",
         "size-quanto-and-torchao-components-as-they-will-be-loaded.patch",
     ],
     "textual-inversion-on-offloaded-text-encoders.patch": ["adapter-operations-on-compiled-models.patch"],

@@ -88,6 +88,7 @@ def test_dependencies_come_first_in_series_order(prs):
     assert upstream_prs.dependency_order(prs, "refuse-save-bnb-repacked-statistics") == [
         "sequential-offload-device",
         "lora-quantized-text-encoder-dtype",
+        "restore-accelerate-hooks",
         "bnb-4bit-offload-hooks",
         "save-offloaded-weights",
         "save-with-lora-adapters",
