@@ -2,6 +2,7 @@
 the PR), what `make export-patches` writes per PR, and the tests the patches carry in upstream's idiom. `make
 verify-prs` (minutes of tests) is not run here."""
 
+import importlib.metadata
 import json
 import os
 import re
@@ -186,6 +187,11 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
     ):
         assert expected in pr_md
     assert "the other half of the same fix" in written["fuse-lora-gguf/PR.md"].decode()
+    # A cause in another library: the issue to open there beside PR.md, with the versions it was reproduced on.
+    draft = written["sequential-offload-device/DRAFT-accelerate-cpu-offload-onto-cpu-0.md"].decode()
+    assert "Repository: huggingface/accelerate\n" in draft
+    assert f"- accelerate {importlib.metadata.version('accelerate')}\n" in draft
+    assert "`DRAFT-accelerate-cpu-offload-onto-cpu-0.md`" in written["sequential-offload-device/PR.md"].decode()
     upstream_prs.export_prs(project, out)
     assert snapshot(out) == written
 

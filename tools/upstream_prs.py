@@ -19,7 +19,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from . import ToolError
+from . import ToolError, drafts
 from .git import git, run_isolated
 from .patches import AM_FLAGS, lint_style, patch_hunks, patch_metadata, scratch_checkout, series_commits
 from .series import check_copies, export_patches
@@ -169,7 +169,7 @@ def check_prs(project, repo):
     metadata = {name: patch_metadata(repo, commit) for name, commit in zip(entries, series_commits(repo))}
     local_only = [name for name in entries if metadata[name]["forwarded"] == "not-needed"]
     prs = read_prs(project)
-    problems = lint_prs(prs, entries, local_only)
+    problems = lint_prs(prs, entries, local_only) + drafts.lint_drafts(project, prs)
     if not problems:
         problems = list(filter(None, (apply_pr(project, repo, prs, pr, entries) for pr in prs)))
     if problems:
@@ -201,6 +201,8 @@ def export_prs(project, out_dir, upstream_repo=None):
             {int(n) for name in patches for n in re.findall(r"^Fixes #(\d+)$", metadata[name]["body"], re.M)}
         )
         (folder / "PR.md").write_text(render_pr(project, pr, prs, patches, metadata, fixes))
+        for name in pr.get("drafts", []):
+            (folder / f"DRAFT-{name}.md").write_text(drafts.render_draft(project, name))
         summary.append(
             {
                 "name": pr["name"],
@@ -271,6 +273,18 @@ def render_pr(project, pr, prs, patches, metadata, fixes):
         lines += [f"## {metadata[name]['subject']}", "", body, ""]
     if pr.get("notes"):
         lines += ["## Notes for reviewers", "", pr["notes"], ""]
+    if pr.get("drafts"):
+        lines += [
+            "## The cause in another library",
+            "",
+            "Part of the cause lies outside diffusers, and this PR does what diffusers can own. The issue to open "
+            "there, with a reproduction that needs that library alone and its output, is drafted beside this file:",
+            "",
+        ]
+        for name in pr["drafts"]:
+            draft = drafts.read_draft(project, name)
+            lines.append(f"- {draft['repository']}: `DRAFT-{name}.md` ({draft['title']})")
+        lines.append("")
     lines += ["## Dependencies", ""]
     if pr["depends_on"]:
         lines += [
