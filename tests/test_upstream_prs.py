@@ -192,6 +192,13 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
     assert "Repository: huggingface/accelerate\n" in draft
     assert f"- accelerate {importlib.metadata.version('accelerate')}\n" in draft
     assert "`DRAFT-accelerate-cpu-offload-onto-cpu-0.md`" in written["sequential-offload-device/PR.md"].decode()
+    # No upstream issue: the issue to open first, and its reproduction's outputs before and after in PR.md.
+    assert "Repository: huggingface/diffusers\n" in written["save-offloaded-weights/ISSUE.md"].decode()
+    save_pr_md = written["save-offloaded-weights/PR.md"].decode()
+    assert "## Reproduction\n\n```python\nimport tempfile\n" in save_pr_md
+    assert "NotImplementedError: Cannot copy out of meta tensor; no data!" in save_pr_md
+    assert "With this PR:\n\n```\nthe reloaded model computes the saved one's outputs: True\n```" in save_pr_md
+    assert "open ISSUE.md (beside this file) first" in save_pr_md
     upstream_prs.export_prs(project, out)
     assert snapshot(out) == written
 

@@ -1,13 +1,19 @@
-"""Issue drafts for the library where a bug's cause lies (bitsandbytes, accelerate, PEFT, ...): patches/drafts/*.md.
+"""Issue drafts: patches/drafts/*.md, each named by a PR in patches/prs.json (`drafts`).
 
-A PR names its drafts in patches/prs.json (`drafts`); `make export-patches` writes each into the PR's folder with the
-versions of the libraries it names, and PR.md points to it. A draft's reproduction needs only its libraries and quotes
-its output on the verified stack; tests/test_drafts.py runs it, so the quoted output stays what it prints.
+A draft for huggingface/diffusers is the issue to open before a PR that no upstream issue reports: its reproduction
+quotes the output of the release (`Output:`) and with the PR (`Output with this PR:`), and PR.md shows both. A draft
+for another library (bitsandbytes, accelerate, PEFT, ...) is the issue to open there, where part of the cause lies: its
+reproduction needs only that library. `make export-patches` writes them beside PR.md (ISSUE.md, DRAFT-<name>.md) with
+the versions of the libraries they name; tests/test_drafts.py runs each reproduction, so the quoted output stays what it
+prints.
 """
 
 import importlib.metadata
+import os
 import platform
 import re
+import subprocess
+import sys
 
 from . import ToolError
 
@@ -15,9 +21,12 @@ from . import ToolError
 DRAFTS_DIR = "drafts"
 _HEADER_RE = re.compile(r"\A# (?P<title>.+)\n\nRepository: (?P<repository>\S+/\S+)\nLibraries: (?P<libraries>.+)\n")
 _REPRODUCTION_RE = re.compile(
-    r"^### Reproduction\n\n```python\n(?P<code>.*?)```\n\nOutput:\n\n```\n(?P<output>.*?)```$", re.M | re.S
+    r"^### Reproduction\n\n```python\n(?P<code>.*?)```\n\nOutput:\n\n```\n(?P<output>.*?)```$"
+    r"(?:\n\nOutput with this PR:\n\n```\n(?P<fixed_output>.*?)```$)?",
+    re.M | re.S,
 )
 VERSIONS = "{versions}"
+DIFFUSERS = "huggingface/diffusers"
 
 
 def draft_names(project):
@@ -36,19 +45,30 @@ def read_draft(project, name):
             f"{path} needs a `# title`, `Repository: owner/name` and `Libraries: a, b` lines, a `{VERSIONS}` "
             "placeholder and a `### Reproduction` python block followed by `Output:` and the block it prints"
         )
+    if (header["repository"] == DIFFUSERS) != (reproduction["fixed_output"] is not None):
+        raise ToolError(
+            f"{path}: a draft for {DIFFUSERS} quotes its output with the PR too (`Output with this PR:`), a draft for "
+            "another library does not"
+        )
     libraries = [library.strip() for library in header["libraries"].split(",")]
     return {**header.groupdict(), **reproduction.groupdict(), "libraries": libraries, "text": text}
 
 
 def lint_drafts(project, prs):
-    """Problems of the drafts: each PR's drafts exist and are well formed, and each draft belongs to a PR."""
+    """Problems of the drafts: each PR's drafts exist and are well formed, a PR names at most one issue for diffusers,
+    and each draft belongs to a PR."""
     named = {name for pr in prs for name in pr.get("drafts", [])}
-    problems = []
+    problems, repositories = [], {}
     for name in sorted(named):
         try:
-            read_draft(project, name)
+            repositories[name] = read_draft(project, name)["repository"]
         except ToolError as error:
             problems.append(str(error))
+    problems += [
+        f"patches/prs.json: PR {pr['name']} names more than one draft for {DIFFUSERS}: one issue to open first"
+        for pr in prs
+        if [repositories.get(name) for name in pr.get("drafts", [])].count(DIFFUSERS) > 1
+    ]
     problems += [
         f"patches/{DRAFTS_DIR}/{name}.md is named by no PR of patches/prs.json (`drafts`)"
         for name in draft_names(project)
@@ -63,3 +83,28 @@ def render_draft(project, name):
     versions = [f"- Python {platform.python_version()}"]
     versions += [f"- {library} {importlib.metadata.version(library)}" for library in draft["libraries"]]
     return draft["text"].replace(VERSIONS, "\n".join(versions))
+
+
+def issue_draft(project, name):
+    """Whether draft `name` is the diffusers issue to open before its PR (not another library's)."""
+    return read_draft(project, name)["repository"] == DIFFUSERS
+
+
+def export_name(project, name):
+    """The draft's file name beside PR.md."""
+    return "ISSUE.md" if issue_draft(project, name) else f"DRAFT-{name}.md"
+
+
+def reproduce(code, patched=False):
+    """What a reproduction prints on this interpreter's stack, without a GPU: its standard output, and the last line of
+    its standard error (the exception) if it raised. `patched`: with diffusers-patched active, else upstream's release."""
+    env = {
+        **os.environ,
+        "CUDA_VISIBLE_DEVICES": "",
+        "HF_HUB_OFFLINE": "1",
+        "DIFFUSERS_PATCHED": "1" if patched else "0",
+    }
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    if result.returncode == 0:
+        return result.stdout
+    return result.stdout + result.stderr.strip().splitlines()[-1] + "\n"

@@ -202,7 +202,7 @@ def export_prs(project, out_dir, upstream_repo=None):
         )
         (folder / "PR.md").write_text(render_pr(project, pr, prs, patches, metadata, fixes))
         for name in pr.get("drafts", []):
-            (folder / f"DRAFT-{name}.md").write_text(drafts.render_draft(project, name))
+            (folder / drafts.export_name(project, name)).write_text(drafts.render_draft(project, name))
         summary.append(
             {
                 "name": pr["name"],
@@ -273,7 +273,14 @@ def render_pr(project, pr, prs, patches, metadata, fixes):
         lines += [f"## {metadata[name]['subject']}", "", body, ""]
     if pr.get("notes"):
         lines += ["## Notes for reviewers", "", pr["notes"], ""]
-    if pr.get("drafts"):
+    pr_drafts = {name: drafts.read_draft(project, name) for name in pr.get("drafts", [])}
+    issue = next((draft for draft in pr_drafts.values() if draft["repository"] == drafts.DIFFUSERS), None)
+    if issue:
+        lines += ["## Reproduction", "", "```python", issue["code"].rstrip("\n"), "```", ""]
+        lines += [f"On diffusers v{version}:", "", "```", issue["output"].rstrip("\n"), "```", ""]
+        lines += ["With this PR:", "", "```", issue["fixed_output"].rstrip("\n"), "```", ""]
+    elsewhere = {name: draft for name, draft in pr_drafts.items() if draft is not issue}
+    if elsewhere:
         lines += [
             "## The cause in another library",
             "",
@@ -281,9 +288,9 @@ def render_pr(project, pr, prs, patches, metadata, fixes):
             "there, with a reproduction that needs that library alone and its output, is drafted beside this file:",
             "",
         ]
-        for name in pr["drafts"]:
-            draft = drafts.read_draft(project, name)
-            lines.append(f"- {draft['repository']}: `DRAFT-{name}.md` ({draft['title']})")
+        lines += [
+            f"- {draft['repository']}: `DRAFT-{name}.md` ({draft['title']})" for name, draft in elsewhere.items()
+        ]
         lines.append("")
     lines += ["## Dependencies", ""]
     if pr["depends_on"]:
@@ -324,7 +331,11 @@ def render_pr(project, pr, prs, patches, metadata, fixes):
             + ", ".join(f"#{number}" for number in [*fixes, *refs])
             if fixes or refs
             else "- [ ] Was this discussed/approved via a GitHub issue or the forum? Not yet: no upstream issue reports "
-            "it; open one with the sections above first."
+            + (
+                "it; open ISSUE.md (beside this file) first."
+                if issue
+                else "it; open one with the sections above first."
+            )
         ),
         "- [ ] Did you make sure to update the documentation with your changes?",
         "- [x] Did you write any new necessary tests?",
