@@ -15,13 +15,14 @@ def test_every_draft_belongs_to_a_pr_and_is_well_formed():
 
 
 @pytest.mark.parametrize("name", drafts.draft_names(PROJECT))
-def test_draft_reproduces_as_written(name):
+def test_draft_reproduces_as_written(name, scenario_runner):
+    # As `drafts.reproduce` runs it, in a fork of an interpreter that imported the stack once.
     draft = drafts.read_draft(PROJECT, name)
-    output = drafts.reproduce(draft["code"])
+    output = drafts.printed(scenario_runner.python(draft["code"], patched=False))
     print(f"{name}: prints\n{output}")
     assert output == draft["output"]
     if draft["fixed_output"] is not None:
-        fixed_output = drafts.reproduce(draft["code"], patched=True)
+        fixed_output = drafts.printed(scenario_runner.python(draft["code"], patched=True))
         print(f"with the patches:\n{fixed_output}")
         assert fixed_output == draft["fixed_output"]
 
@@ -31,6 +32,11 @@ def test_a_draft_no_pr_names_is_reported(project):
     assert drafts.lint_drafts(project, upstream_prs.read_prs(project)) == [
         "patches/drafts/orphan.md is named by no PR of patches/prs.json (`drafts`)"
     ]
+
+
+def test_a_reproduction_run_in_a_fresh_interpreter_prints_what_its_draft_quotes():
+    draft = drafts.read_draft(PROJECT, "diffusers-save-pretrained-of-an-offloaded-model")
+    assert drafts.reproduce(draft["code"]) == draft["output"]
 
 
 def test_a_diffusers_draft_without_the_output_with_the_pr_is_refused(project):

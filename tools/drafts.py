@@ -96,15 +96,22 @@ def export_name(project, name):
 
 
 def reproduce(code, patched=False):
-    """What a reproduction prints on this interpreter's stack, without a GPU: its standard output, and the last line of
-    its standard error (the exception) if it raised. `patched`: with diffusers-patched active, else upstream's release."""
+    """What a reproduction prints (`printed`) on this interpreter's stack, without a GPU. `patched`: with
+    diffusers-patched active, else upstream's release."""
     env = {
         **os.environ,
         "CUDA_VISIBLE_DEVICES": "",
         "HF_HUB_OFFLINE": "1",
         "DIFFUSERS_PATCHED": "1" if patched else "0",
     }
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    return printed(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600))
+
+
+def printed(result):
+    """What a draft quotes of a finished reproduction (a `subprocess.CompletedProcess`): its standard output, and if it
+    raised, the exception's first line (the last line of its standard error that is not indented: a message may go on
+    in indented lines)."""
     if result.returncode == 0:
         return result.stdout
-    return result.stdout + result.stderr.strip().splitlines()[-1] + "\n"
+    exception = [line for line in result.stderr.splitlines() if line and not line[0].isspace()][-1]
+    return result.stdout + exception + "\n"

@@ -25,7 +25,7 @@ from diffusers_patched.selftest.scenarios import read_outcomes
 
 
 _SERVER = """
-import gc, json, os, sys
+import gc, json, os, sys, traceback
 
 import accelerate, bitsandbytes, gguf, huggingface_hub, peft, safetensors.torch, torch, transformers  # noqa: F401
 
@@ -57,6 +57,8 @@ for line in sys.stdin:
                 status = 0
             except SystemExit as exit:
                 status = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+            except BaseException:
+                traceback.print_exc()
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
