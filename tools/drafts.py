@@ -34,7 +34,7 @@ def draft_names(project):
 
 
 def read_draft(project, name):
-    """The draft `name`: its title, repository, libraries, reproduction code, quoted output and text."""
+    """The draft `name`: its title, repository, libraries, reproduction code, quoted outputs, text and export file."""
     path = project.patches_dir / DRAFTS_DIR / f"{name}.md"
     if not path.exists():
         raise ToolError(f"{path} does not exist")
@@ -51,7 +51,9 @@ def read_draft(project, name):
             "another library does not"
         )
     libraries = [library.strip() for library in header["libraries"].split(",")]
-    return {**header.groupdict(), **reproduction.groupdict(), "libraries": libraries, "text": text}
+    # Its file beside PR.md: the diffusers issue to open first, or another library's.
+    file = "ISSUE.md" if header["repository"] == DIFFUSERS else f"DRAFT-{name}.md"
+    return {**header.groupdict(), **reproduction.groupdict(), "libraries": libraries, "text": text, "file": file}
 
 
 def lint_drafts(project, prs):
@@ -83,16 +85,6 @@ def render_draft(project, name):
     versions = [f"- Python {platform.python_version()}"]
     versions += [f"- {library} {importlib.metadata.version(library)}" for library in draft["libraries"]]
     return draft["text"].replace(VERSIONS, "\n".join(versions))
-
-
-def issue_draft(project, name):
-    """Whether draft `name` is the diffusers issue to open before its PR (not another library's)."""
-    return read_draft(project, name)["repository"] == DIFFUSERS
-
-
-def export_name(project, name):
-    """The draft's file name beside PR.md."""
-    return "ISSUE.md" if issue_draft(project, name) else f"DRAFT-{name}.md"
 
 
 def reproduce(code, patched=False):

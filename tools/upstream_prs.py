@@ -202,7 +202,7 @@ def export_prs(project, out_dir, upstream_repo=None):
         )
         (folder / "PR.md").write_text(render_pr(project, pr, prs, patches, metadata, fixes))
         for name in pr.get("drafts", []):
-            (folder / drafts.export_name(project, name)).write_text(drafts.render_draft(project, name))
+            (folder / drafts.read_draft(project, name)["file"]).write_text(drafts.render_draft(project, name))
         summary.append(
             {
                 "name": pr["name"],
@@ -288,9 +288,7 @@ def render_pr(project, pr, prs, patches, metadata, fixes):
             "there, with a reproduction that needs that library alone and its output, is drafted beside this file:",
             "",
         ]
-        lines += [
-            f"- {draft['repository']}: `DRAFT-{name}.md` ({draft['title']})" for name, draft in elsewhere.items()
-        ]
+        lines += [f"- {draft['repository']}: `{draft['file']}` ({draft['title']})" for draft in elsewhere.values()]
         lines.append("")
     lines += ["## Dependencies", ""]
     if pr["depends_on"]:
@@ -332,7 +330,7 @@ def render_pr(project, pr, prs, patches, metadata, fixes):
             if fixes or refs
             else "- [ ] Was this discussed/approved via a GitHub issue or the forum? Not yet: no upstream issue reports "
             + (
-                "it; open ISSUE.md (beside this file) first."
+                f"it; open {issue['file']} (beside this file) first."
                 if issue
                 else "it; open one with the sections above first."
             )
