@@ -713,8 +713,8 @@ def test_bnb_4bit_save_after_cpu_forward(patched_outcomes):
     assert result["made_safe_statistics_equal"] == result["statistics"] == 192
 
 
-# sequential-offload-preloads-modules-that-read-child-weights: modules that use their children's weights without
-# calling them are loaded as a whole by sequential offloading; same-vae-calls-its-bottleneck-as-a-module: the SAME
+# offloading-loads-modules-that-read-child-weights: modules that use their children's weights without calling them
+# are loaded as a whole by sequential offloading; same-vae-calls-its-bottleneck-as-a-module: the SAME
 # VAE's bottleneck is called as a module; sequential-offload-keeps-what-ace-step-reads-outside-forward: what ACE-Step's
 # pipeline reads outside of forward stays loaded. Upstream fails earlier on the CPU, with its `cpu:0`.
 SEQUENTIAL_OFFLOAD_SCENARIOS = [
@@ -752,8 +752,8 @@ def test_sequential_offload_consistency_decoder_vae(patched_outcomes):
     assert_close_to_reference([result_of(patched_outcomes["sequential-offload-consistency-decoder-vae"])["diff"]], 1)
 
 
-# group-offload-preloads-modules-that-read-child-weights: the models that declared `_supports_group_offloading = False`
-# group offload; pipeline-group-offload-to-disk-per-component: components offload to disk without sharing files;
+# offloading-loads-modules-that-read-child-weights: the models that declared `_supports_group_offloading = False` for
+# it group offload; pipeline-group-offload-to-disk-per-component: components offload to disk without sharing files;
 # group-offload-keeps-what-models-read-outside-forward: ACE-Step's tensors read outside forward stay onloaded;
 # group-offload-onloads-modules-outside-blocks-called-directly: ACE-Step's lyrics are embedded at block level with the
 # text encoder's input embeddings onloaded; group-offload-onloads-block-modules-called-outside-their-block: DiT's output
@@ -838,7 +838,7 @@ def test_group_offload_vq_and_consistency_decoder_vaes(patched_outcomes):
     assert result == {"warnings": []}
 
 
-# offloading-preloads-the-modules-that-declare-it: the models holding a module that declares `_preload_submodules` (or
+# offloading-loads-modules-that-read-child-weights: the models holding a module that declares `_preload_submodules` (or
 # an nn.MultiheadAttention) without the model listing it offload in every mode, their outputs equal to the un-offloaded
 # ones up to float32 rounding (tests/test_preloading_coverage.py walks diffusers for such models). Upstream fails
 # earlier on the CPU, with its `cpu:0`.
@@ -853,7 +853,7 @@ def test_offload_models_holding_modules_loaded_whole(patched_outcomes):
     assert result == {"warnings": []}
 
 
-# offloading-onloads-before-forward-pre-hooks: weight-normalized layers in a list the model iterates, and one that is
+# offloading-loads-modules-that-read-child-weights: weight-normalized layers in a list the model iterates, and one that is
 # a direct child of the model, offload at both group levels and sequentially, their weights loaded one layer at a
 # time. Upstream fails earlier on the CPU, with its `cpu:0`.
 @upstream

@@ -26,10 +26,6 @@ for _name, _scenario in SCENARIOS.items():
 
 # patch -> the later patches that do not apply without it (they change its lines or lines next to them).
 LEFT_OUT_TOGETHER = {
-    "audio-vaes-support-group-offloading.patch": [
-        "offloading-preloads-the-modules-that-declare-it.patch",
-        "offloading-onloads-before-forward-pre-hooks.patch",
-    ],
     "bnb-4bit-quant-state-survives-offload-hooks.patch": ["refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"],
     "from-pretrained-materializes-missing-weights.patch": ["local-strict-load-default-from-environment.patch"],
     "fuse-lora-into-gguf-quantized-weights.patch": [
@@ -63,13 +59,6 @@ LEFT_OUT_TOGETHER = {
         "group-offload-to-disk-survives-lora-loading.patch",
         "group-offload-onloads-block-modules-called-outside-their-block.patch",
     ],
-    "group-offload-preloads-modules-that-read-child-weights.patch": [
-        "group-offload-keeps-what-models-read-outside-forward.patch",
-        "group-offload-to-disk-keeps-tied-weights.patch",
-        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
-        "offloading-preloads-the-modules-that-declare-it.patch",
-        "offloading-onloads-before-forward-pre-hooks.patch",
-    ],
     "group-offload-to-disk-keeps-tied-weights.patch": ["group-offload-to-disk-keeps-weights-tied-across-blocks.patch"],
     "load-flux-loras-into-quanto-quantized-transformers.patch": [
         "fuse-lora-into-quanto-quantized-weights.patch",
@@ -83,9 +72,10 @@ LEFT_OUT_TOGETHER = {
         "single-file-block-counts-come-from-the-checkpoint.patch",
         "local-strict-load-default-from-environment.patch",
     ],
-    "offloading-preloads-the-modules-that-declare-it.patch": ["offloading-onloads-before-forward-pre-hooks.patch"],
-    "save-models-with-lora-adapters-under-their-own-keys.patch": [
-        "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
+    "offloading-loads-modules-that-read-child-weights.patch": [
+        "group-offload-keeps-what-models-read-outside-forward.patch",
+        "group-offload-to-disk-keeps-tied-weights.patch",
+        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
     ],
     "restore-the-accelerate-hooks-the-loaders-remove.patch": [
         "fuse-lora-into-offloaded-weights.patch",
@@ -99,34 +89,22 @@ LEFT_OUT_TOGETHER = {
         "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
     "save-lora-adapters-of-quantized-models.patch": ["save-lora-adapters-of-offloaded-models.patch"],
+    "save-models-with-lora-adapters-under-their-own-keys.patch": [
+        "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
+    ],
     "save-offloaded-weights-not-meta-placeholders.patch": ["save-weights-group-offloaded-to-disk.patch"],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
-        "group-offload-preloads-modules-that-read-child-weights.patch",
+        "offloading-loads-modules-that-read-child-weights.patch",
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
-        "offloading-preloads-the-modules-that-declare-it.patch",
-        "offloading-onloads-before-forward-pre-hooks.patch",
-    ],
-    "sequential-offload-preloads-modules-that-read-child-weights.patch": [
-        "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch",
-        "group-offload-preloads-modules-that-read-child-weights.patch",
-        "group-offload-keeps-what-models-read-outside-forward.patch",
-        "group-offload-to-disk-keeps-tied-weights.patch",
-        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
-        "offloading-preloads-the-modules-that-declare-it.patch",
-        "offloading-onloads-before-forward-pre-hooks.patch",
     ],
     "size-bitsandbytes-components-as-they-will-be-loaded.patch": [
         "size-quanto-and-torchao-components-as-they-will-be-loaded.patch",
     ],
     "textual-inversion-on-offloaded-text-encoders.patch": ["adapter-operations-on-compiled-models.patch"],
     "upcast-the-lora-layers-loaded-after-enable-layerwise.patch": [
-        "group-offload-to-disk-survives-lora-loading.patch"
-    ],
-    "vq-and-consistency-decoder-vaes-support-group-offloading.patch": [
-        "offloading-preloads-the-modules-that-declare-it.patch",
-        "offloading-onloads-before-forward-pre-hooks.patch",
+        "group-offload-to-disk-survives-lora-loading.patch",
     ],
 }
 

@@ -2,7 +2,7 @@
 in every mode, and checked right, by the offload table or a scenario.
 
 Such a module uses its children's weights without calling them: `nn.MultiheadAttention`, or a class declaring
-`_preload_submodules = True` (offloading-preloads-the-modules-that-declare-it.patch). The walk reads the source of the
+`_preload_submodules = True` (offloading-loads-modules-that-read-child-weights.patch). The walk reads the source of the
 installed diffusers, with the vendored modules in place of upstream's: a model holds a class when its `__init__`, or a
 function or non-model class it calls there, calls that class. A new model holding one fails here until a tiny
 pipeline of it is offloaded in every mode: a row of docs/offloading.md's table (TINY_OFFLOAD_PIPELINES,

@@ -741,7 +741,7 @@ def lora_keeps_8bit_pipeline_on_gpu(workdir):
 
 @gpu_scenario(
     "gpu-group-offload-hunyuan-dit",
-    patch="group-offload-preloads-modules-that-read-child-weights.patch",
+    patch="offloading-loads-modules-that-read-child-weights.patch",
     summary="HunyuanDiT (tiny), pipe.enable_group_offload onto cuda from the CPU, leaf and block level, with and "
     "without use_stream: its attention pooling uses its projections' weights",
     text="max abs diff to the pipeline on cuda per run {diffs}; peak {peak_gpu_mib:.1f} MiB",

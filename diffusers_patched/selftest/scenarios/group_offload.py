@@ -36,7 +36,7 @@ for _name, _pipeline, _patch, _cause, _modes in [
     (
         "group-offload-hunyuan-dit",
         "hunyuan-dit",
-        "group-offload-preloads-modules-that-read-child-weights.patch",
+        "offloading-loads-modules-that-read-child-weights.patch",
         "HunyuanDiT2DModel declared _supports_group_offloading = False: its attention pooling uses its projections' "
         "weights",
         ("group-leaf", "group-block"),
@@ -44,7 +44,7 @@ for _name, _pipeline, _patch, _cause, _modes in [
     (
         "group-offload-stable-audio",
         "stable-audio",
-        "group-offload-preloads-modules-that-read-child-weights.patch",
+        "offloading-loads-modules-that-read-child-weights.patch",
         "AutoencoderOobleck declared _supports_group_offloading = False: weight_norm computes its weights in forward "
         "pre-hooks",
         ("group-leaf", "group-block"),
@@ -136,7 +136,7 @@ def _offload_models_holding_modules_loaded_whole(workdir):
 
 scenario(
     "offload-models-holding-modules-loaded-whole",
-    patch="offloading-preloads-the-modules-that-declare-it.patch",
+    patch="offloading-loads-modules-that-read-child-weights.patch",
     summary="HunyuanDiT2DControlNetModel, PaellaVQModel, ShapEParamsProjModel and ControlNetUnionModel (tiny), each "
     "alone in a pipeline, sequentially offloaded, then group offloaded to disk at leaf and block level: they hold HunyuanDiT's attention pooling, the VQ quantizer, Shap-E's ChannelsProj and "
     "nn.MultiheadAttention, which use their children's weights without calling them, and which offloading loaded "
@@ -267,7 +267,7 @@ def _judge_offload_weight_norm_layers(result):
 
 scenario(
     "offload-weight-norm-layers",
-    patch="offloading-onloads-before-forward-pre-hooks.patch",
+    patch="offloading-loads-modules-that-read-child-weights.patch",
     summary="a model (tiny) with weight-normalized convolutions in an nn.ModuleList it iterates and one as a direct "
     "child, group offloaded to disk at leaf and block level, then sequentially offloaded: weight_norm computes the "
     "weight in a forward pre-hook, before the offload hooks load it; loading each such layer's parent by class loads "

@@ -336,7 +336,7 @@ def offload_run(pipeline, mode):
     return run
 
 
-_PRELOAD = "sequential-offload-preloads-modules-that-read-child-weights.patch"
+_PRELOAD = "offloading-loads-modules-that-read-child-weights.patch"
 
 
 for _pipeline, _patch, _reads in [
