@@ -27,6 +27,7 @@ GROUP_OFFLOADING_TESTS = [
     "test_offloaded_audio_vaes_encode_and_decode_as_without_offloading[leaf_level",
     "tests/models/autoencoders/test_models_audio_vae_offloading.py::TestAudioVaeOffloading::"
     "test_offloaded_audio_vaes_encode_and_decode_as_without_offloading[block_level",
+    "tests/models/autoencoders/test_models_autoencoder_same_offload.py::TestAutoencoderSAMEGroupOffload",
     "tests/models/autoencoders/test_models_vq_consistency_decoder_offloading.py",
     "tests/models/test_modeling_save_group_offloaded.py",
     "tests/pipelines/ace_step/test_ace_step_group_offload.py",
