@@ -91,7 +91,6 @@ def test_dependencies_come_first_in_series_order(prs):
         "lora-quantized-text-encoder-dtype",
         "restore-accelerate-hooks",
         "bnb-4bit-offload-hooks",
-        "save-offloaded-weights",
         "save-with-lora-adapters",
         "refuse-save-bnb-repacked-statistics",
     ]
@@ -159,15 +158,16 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
         folder = sorted(path for path in written if path.startswith(pr["name"] + "/") and path.endswith(".patch"))
         assert folder == [f"{pr['name']}/{n:04d}-{name}" for n, name in enumerate(pr["patches"], 1)]
         for number, name in enumerate(pr["patches"], 1):
-            # The series' patch by the maintainer, its DEP-3 trailer block (the series' records) left out.
+            # The series' patch by the maintainer, its DEP-3 trailer block (the series' records) left out, and its
+            # diff as it applies after the PR's dependencies: the same changes, in the context of the PR's base.
             submitted = written[f"{pr['name']}/{number:04d}-{name}"].decode()
             series_patch = (REPO_ROOT / "patches" / name).read_text()
             message, diff = series_patch.split("\ndiff --git ", 1)
             body, trailers = message.rstrip("\n").rsplit("\n\n", 1)
             assert "Forwarded: " in trailers
-            assert submitted == re.sub(r"(?m)^From: .*(\n .*)?$", f"From: {maintainer}", body, count=1) + (
-                "\n\ndiff --git " + diff
-            )
+            submitted_message, submitted_diff = submitted.split("\ndiff --git ", 1)
+            assert submitted_message == re.sub(r"(?m)^From: .*(\n .*)?$", f"From: {maintainer}", body, count=1) + "\n"
+            assert changed_lines(submitted_diff) == changed_lines(diff)
     run_on_cpu = pr_named(summary, "pipeline-bnb-components-run-on-cpu")
     assert run_on_cpu["fixes"] == [12719]
     assert run_on_cpu["depends_on"] == [
@@ -201,6 +201,26 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
     assert "open ISSUE.md (beside this file) first" in save_pr_md
     upstream_prs.export_prs(project, out)
     assert snapshot(out) == written
+    # In the series, restore-accelerate-hooks' patch holds lora-quantized-text-encoder-dtype's lines as context; its
+    # PR depends on nothing and is exported as it applies onto the pristine release, which a plain `git am` takes.
+    assert pr_named(summary, "restore-accelerate-hooks")["depends_on"] == []
+    series_patch = (REPO_ROOT / "patches" / "restore-the-accelerate-hooks-the-loaders-remove.patch").read_text()
+    submitted = written["restore-accelerate-hooks/0001-restore-the-accelerate-hooks-the-loaders-remove.patch"]
+    assert submitted.decode().split("\ndiff --git ", 1)[1] != series_patch.split("\ndiff --git ", 1)[1]
+    repo = tmp_path / "pristine"
+    patches.scratch_checkout(project, repo)
+    git(repo, "reset", "--quiet", "--hard", "pristine")
+    git(
+        repo,
+        "am",
+        *patches.AM_FLAGS,
+        str(out / "restore-accelerate-hooks" / "0001-restore-the-accelerate-hooks-the-loaders-remove.patch"),
+    )
+
+
+def changed_lines(diff):
+    """The lines a diff removes and adds, by file: what it changes, whatever its context and line numbers."""
+    return [line for line in ("diff --git " + diff).splitlines() if re.match(r"diff --git |[-+](?!--|\+\+)", line)]
 
 
 def test_the_tests_every_forwardable_patch_carries_are_in_upstreams_idiom(tmp_path):

@@ -21,7 +21,15 @@ from pathlib import Path
 
 from . import ToolError, drafts
 from .git import git, run_isolated
-from .patches import AM_FLAGS, lint_style, patch_hunks, patch_metadata, scratch_checkout, series_commits
+from .patches import (
+    AM_FLAGS,
+    export_commit,
+    lint_style,
+    patch_hunks,
+    patch_metadata,
+    scratch_checkout,
+    series_commits,
+)
 from .series import check_copies, export_patches
 from .upstream import UPSTREAM
 
@@ -132,8 +140,10 @@ def dependency_order(prs, name):
 def apply_pr(project, repo, prs, pr, entries):
     """Reset `repo` to pristine, `git am` the PRs `pr` depends on (tag `dependencies`), then `pr`'s own patches.
 
-    Plain `git am`, as a maintainer would apply the exported files: no fuzz, an offset is fine. Returns the problem,
-    naming the PR and the patch, or None."""
+    `git am --3way`: a series patch's context may hold lines that patches of other PRs add next to its own, which the
+    3-way merge leaves out; where the changes touch, it fails and the PR depends on the other. `export_prs` writes the
+    PR's commits as they apply here, which `git am` onto the dependencies without a merge. Returns the problem, naming
+    the PR and the patch, or None."""
     git(repo, "reset", "--quiet", "--hard", "pristine")
     # Bytecode caches are kept: Python recompiles what a reset changes, and each PR's tests import diffusers anew.
     git(repo, "clean", "-fdxq", "--exclude=__pycache__")
@@ -149,7 +159,9 @@ def apply_pr(project, repo, prs, pr, entries):
             git(repo, "tag", "--force", "dependencies")
         if not run:
             continue
-        result = git(repo, "am", *AM_FLAGS, *(str(project.patches_dir / patch) for patch, _ in run), check=False)
+        result = git(
+            repo, "am", *AM_FLAGS, "--3way", *(str(project.patches_dir / patch) for patch, _ in run), check=False
+        )
         if result.returncode != 0:
             patch, name = run[int((repo / ".git" / "rebase-apply" / "next").read_text()) - 1]
             git(repo, "am", "--abort", check=False)
@@ -162,16 +174,22 @@ def apply_pr(project, repo, prs, pr, entries):
     return None
 
 
-def check_prs(project, repo):
+def check_prs(project, repo, applied=None):
     """Check the grouping and that every PR applies with its dependencies, in `repo` (a scratch checkout of the series
-    is made there). Returns (prs, {patch: metadata}); raises naming every PR that does not hold."""
+    is made there). Returns (prs, {patch: metadata}); raises naming every PR that does not hold. `applied`, a dict,
+    gets each PR's patch files as they apply there (PR name -> list, in series order)."""
     entries = scratch_checkout(project, repo)
     metadata = {name: patch_metadata(repo, commit) for name, commit in zip(entries, series_commits(repo))}
     local_only = [name for name in entries if metadata[name]["forwarded"] == "not-needed"]
     prs = read_prs(project)
     problems = lint_prs(prs, entries, local_only) + drafts.lint_drafts(project, prs)
-    if not problems:
-        problems = list(filter(None, (apply_pr(project, repo, prs, pr, entries) for pr in prs)))
+    for pr in prs if not problems else []:
+        problem = apply_pr(project, repo, prs, pr, entries)
+        if problem:
+            problems.append(problem)
+        elif applied is not None:
+            commits = git(repo, "rev-list", "--reverse", "dependencies..HEAD").stdout.split()
+            applied[pr["name"]] = [export_commit(repo, commit) for commit in commits]
     if problems:
         raise ToolError("\n".join(problems))
     return prs, metadata
@@ -182,8 +200,10 @@ def export_prs(project, out_dir, upstream_repo=None):
     written. Returns (written stack paths, {left-out patch: why}, prs)."""
     out_dir = Path(out_dir)
     author = submitter(project)
+    # Each PR's patches as they apply after its dependencies: their context is the PR's base, not other PRs' lines.
+    applied = {}
     with tempfile.TemporaryDirectory() as tmp:
-        prs, metadata = check_prs(project, Path(tmp) / "prs")
+        prs, metadata = check_prs(project, Path(tmp) / "prs", applied)
     paths, left_out = export_patches(project, out_dir, upstream_repo)
     entries = list(metadata)
     for stale in out_dir.glob("*/PR.md"):
@@ -193,9 +213,8 @@ def export_prs(project, out_dir, upstream_repo=None):
         patches = sorted(pr["patches"], key=entries.index)
         folder = out_dir / pr["name"]
         folder.mkdir()
-        for number, name in enumerate(patches, 1):
-            patch = (project.patches_dir / name).read_bytes().decode()
-            submitted = as_submitted(patch, author, metadata[name]["trailers"])
+        for number, (name, patch) in enumerate(zip(patches, applied[pr["name"]]), 1):
+            submitted = as_submitted(patch.decode(), author, metadata[name]["trailers"])
             (folder / f"{number:04d}-{name}").write_bytes(submitted.encode())
         fixes = sorted(
             {int(n) for name in patches for n in re.findall(r"^Fixes #(\d+)$", metadata[name]["body"], re.M)}
