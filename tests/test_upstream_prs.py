@@ -91,7 +91,6 @@ def test_dependencies_come_first_in_series_order(prs):
         "lora-quantized-text-encoder-dtype",
         "restore-accelerate-hooks",
         "bnb-4bit-offload-hooks",
-        "save-with-lora-adapters",
         "refuse-save-bnb-repacked-statistics",
     ]
 
@@ -170,17 +169,12 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
             assert changed_lines(submitted_diff) == changed_lines(diff)
     run_on_cpu = pr_named(summary, "pipeline-bnb-components-run-on-cpu")
     assert run_on_cpu["fixes"] == [12719]
-    assert run_on_cpu["depends_on"] == [
-        "pipeline-device-map-quantized-sizes",
-        "pipeline-device-map-cpu-budget",
-        "pipeline-device-map-cpu-components",
-    ]
+    assert run_on_cpu["depends_on"] == ["pipeline-device-map-quantized-sizes", "pipeline-device-map-cpu-components"]
     pr_md = written["pipeline-bnb-components-run-on-cpu/PR.md"].decode()
     for expected in (
         "# What does this PR do?\n\nFixes #12719\n",
-        "- `pipeline-device-map-cpu-budget` (Raise before loading",
+        "- `pipeline-device-map-cpu-components` (Plan every pipeline component that does not fit an accelerator",
         "): code: it tells bitsandbytes models apart with `QuantizationMethod`",
-        "): textual: the context of the import hunk",
         "- `tests/pipelines/test_pipeline_device_map_bnb_cpu_placement.py`",
         "## Who can review?",
         "- Pipelines and models: @yiyixuxu @asomoza",

@@ -830,8 +830,6 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
                 "the model after `unload_lora()`, which keeps fused LoRA weights fused."
             )
 
-        _raise_if_bnb_4bit_statistics_rederived(self, self.__class__.__name__)
-
         hf_quantizer = getattr(self, "hf_quantizer", None)
         if hf_quantizer is not None:
             quantization_serializable = (
@@ -848,6 +846,8 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
                     f"The model is quantized with {hf_quantizer.quantization_config.quant_method} and is not serializable - check out the warnings from"
                     " the logger on the traceback to understand the reason why the quantized model is not serializable."
                 )
+
+        _raise_if_bnb_4bit_statistics_rederived(self, self.__class__.__name__)
 
         weights_name = WEIGHTS_NAME
         if use_flashpack:

@@ -60,7 +60,7 @@ if is_transformers_available():
 if is_accelerate_available():
     import accelerate
     from accelerate import dispatch_model
-    from accelerate.hooks import AlignDevicesHook, add_hook_to_module, remove_hook_from_module
+    from accelerate.hooks import remove_hook_from_module
     from accelerate.utils import compute_module_sizes, convert_bytes, get_max_memory
 
 
@@ -1145,6 +1145,8 @@ def load_sub_model(
             # Offloading hooks move the weights to the meta device between forward passes, and bitsandbytes weights
             # lose their quantization state on the way. The model was loaded on the CPU: leave its weights there, run
             # it there, and give its outputs back on the device of its inputs.
+            from accelerate.hooks import AlignDevicesHook, add_hook_to_module
+
             add_hook_to_module(
                 loaded_sub_model, AlignDevicesHook(execution_device="cpu", io_same_device=True, skip_keys=skip_keys)
             )
