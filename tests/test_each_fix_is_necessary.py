@@ -89,9 +89,6 @@ LEFT_OUT_TOGETHER = {
         "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
     "save-lora-adapters-of-quantized-models.patch": ["save-lora-adapters-of-offloaded-models.patch"],
-    "save-models-with-lora-adapters-under-their-own-keys.patch": [
-        "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch",
-    ],
     "save-offloaded-weights-not-meta-placeholders.patch": ["save-weights-group-offloaded-to-disk.patch"],
     "sequential-offload-keeps-what-ace-step-reads-outside-forward.patch": [
         "offloading-loads-modules-that-read-child-weights.patch",
