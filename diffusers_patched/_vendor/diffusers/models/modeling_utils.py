@@ -277,11 +277,13 @@ def no_init_weights():
 def onload_offloaded_weights(model: torch.nn.Module):
     """
     Context manager that puts the weights accelerate's offload hooks keep off `model` (sequential CPU offloading, a
-    `device_map` with "cpu" or "disk" entries) back on the CPU, and those group offloading to disk keeps in its files
-    back on its offload device, so that `model.state_dict()` returns them instead of meta placeholders or empty tensors.
-    The hooks offload them again on exit. Models without offloaded weights, and pipeline components that are not models
-    (schedulers, tokenizers), are left untouched. Needs accelerate >= 1.1.0 for accelerate's hooks; with older versions
-    their weights stay where they are.
+    `device_map` with "cpu" or "disk" entries) back on the CPU, so that `model.state_dict()` returns them instead of
+    meta placeholders. The hooks offload them again on exit. Models without offloaded weights, and pipeline components
+    that are not models (schedulers, tokenizers), are left untouched. Needs accelerate >= 1.1.0; with older versions
+    the weights stay where they are.
+
+    The weights that group offloading to disk keeps in its files, and leaves as empty tensors on the model, are put
+    back on its offload device the same way.
 
     Args:
         model (`torch.nn.Module`):
