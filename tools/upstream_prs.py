@@ -313,8 +313,8 @@ def render_pr(project, pr, prs, patches, metadata, fixes):
     if pr["depends_on"]:
         lines += [
             "Open it after these PRs, its branch based on theirs (for several, on a branch that merges them in this "
-            "order), and rebase it onto `main` once they merge. A textual dependency is only context lines or a file "
-            "that PR adds; a code dependency is code this PR needs:",
+            "order), and rebase it onto `main` once they merge. A textual dependency changes lines next to that PR's "
+            "(or adds to a file it adds), which a merge cannot take apart; a code dependency is code this PR needs:",
             "",
         ]
         lines += [f"- `{name}` ({titles[name]}): {why}" for name, why in pr["depends_on"].items()]
