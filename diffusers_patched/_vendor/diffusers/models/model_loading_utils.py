@@ -18,6 +18,7 @@ import functools
 import importlib
 import inspect
 import os
+import threading
 from array import array
 from collections import OrderedDict, defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -28,6 +29,10 @@ from zipfile import is_zipfile
 import safetensors
 import torch
 from huggingface_hub.utils import EntryNotFoundError
+from torch.nn.modules.module import (
+    register_module_buffer_registration_hook,
+    register_module_parameter_registration_hook,
+)
 
 from ..quantizers import DiffusersQuantizer
 from ..utils import (
@@ -369,30 +374,31 @@ def _build_on_meta(
     the values the constructor gives them. Returns the model and its registrations `(module, name)` in order.
     """
     registrations = []
-    register_parameter = torch.nn.Module.register_parameter
-    register_buffer = torch.nn.Module.register_buffer
+    # torch's registration hooks are global: leave the modules other threads build meanwhile as they are.
+    thread = threading.get_ident()
 
-    def register_parameter_on_meta(module, name, param):
-        register_parameter(module, name, param)
-        if param is not None and len(registrations) not in keep:
-            param_cls = type(module._parameters[name])
-            kwargs = {**module._parameters[name].__dict__, "requires_grad": param.requires_grad}
-            module._parameters[name] = param_cls(module._parameters[name].to("meta"), **kwargs)
+    def parameter_on_meta(module, name, param):
+        if threading.get_ident() != thread:
+            return None
         registrations.append((module, name))
+        if len(registrations) - 1 in keep:
+            return None
+        kwargs = {**param.__dict__, "requires_grad": param.requires_grad}
+        return type(param)(param.to("meta"), **kwargs)
 
-    def register_buffer_on_meta(module, name, tensor, persistent=True):
-        register_buffer(module, name, tensor, persistent=persistent)
-        if tensor is not None and len(registrations) not in keep:
-            module._buffers[name] = module._buffers[name].to("meta")
+    def buffer_on_meta(module, name, tensor):
+        if threading.get_ident() != thread:
+            return None
         registrations.append((module, name))
+        return None if len(registrations) - 1 in keep else tensor.to("meta")
 
+    parameter_hook = register_module_parameter_registration_hook(parameter_on_meta)
+    buffer_hook = register_module_buffer_registration_hook(buffer_on_meta)
     try:
-        torch.nn.Module.register_parameter = register_parameter_on_meta
-        torch.nn.Module.register_buffer = register_buffer_on_meta
         model = build_model()
     finally:
-        torch.nn.Module.register_parameter = register_parameter
-        torch.nn.Module.register_buffer = register_buffer
+        parameter_hook.remove()
+        buffer_hook.remove()
     return model, registrations
 
 
