@@ -26,7 +26,6 @@ for _name, _scenario in SCENARIOS.items():
 
 # patch -> the later patches that do not apply without it (they change its lines or lines next to them).
 LEFT_OUT_TOGETHER = {
-    "bnb-4bit-quant-state-survives-offload-hooks.patch": ["refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch"],
     "from-pretrained-materializes-missing-weights.patch": ["local-strict-load-default-from-environment.patch"],
     "fuse-lora-into-gguf-quantized-weights.patch": [
         "fuse-lora-into-offloaded-weights.patch",
@@ -76,6 +75,9 @@ LEFT_OUT_TOGETHER = {
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+    ],
+    "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch": [
+        "local-bnb-4bit-statistics-survive-offload-hooks.patch"
     ],
     "restore-the-accelerate-hooks-the-loaders-remove.patch": [
         "fuse-lora-into-offloaded-weights.patch",

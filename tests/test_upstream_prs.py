@@ -86,12 +86,11 @@ def test_a_pr_without_its_patches_or_with_a_bad_name(prs):
 
 
 def test_dependencies_come_first_in_series_order(prs):
-    assert upstream_prs.dependency_order(prs, "refuse-save-bnb-repacked-statistics") == [
+    assert upstream_prs.dependency_order(prs, "same-vae-bottleneck") == [
         "sequential-offload-device",
-        "lora-quantized-text-encoder-dtype",
-        "restore-accelerate-hooks",
-        "bnb-4bit-offload-hooks",
-        "refuse-save-bnb-repacked-statistics",
+        "sequential-offload-ace-step",
+        "offloading-preload",
+        "same-vae-bottleneck",
     ]
 
 

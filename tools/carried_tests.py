@@ -8,15 +8,26 @@ from tools.releases import release_plan
 from tools.upstream import pristine_repo
 
 
+SUPERSEDED_TESTS = "superseded-tests.txt"
+
+
 def write_carried_tests(project, version, directory):
     """Write the tests of every patch `version` applies (its backport's where it has one) into `directory`, beside that
-    release's tests/testing_utils.py; returns {patch: [test file]}."""
+    release's tests/testing_utils.py; returns {patch: [test file]}.
+
+    A local patch that replaces an upstream PR's refusal with a workaround names the tests of the refusal it
+    supersedes (`Supersedes-Test:` in its header): they are written to SUPERSEDED_TESTS, for `run_carried_tests` to
+    leave out of the patched run."""
     record = project.release_record(version)
     subprocess.run(["git", "init", "--quiet", str(directory)], check=True)
     tests = {}
+    superseded = []
     for name, patch, _ in release_plan(project, version, record, project.read_series()):
-        tests[name] = re.findall(r"^\+\+\+ b/(tests/\S+\.py)$", patch.read_text(), re.MULTILINE)
+        text = patch.read_text()
+        tests[name] = re.findall(r"^\+\+\+ b/(tests/\S+\.py)$", text, re.MULTILINE)
+        superseded += re.findall(r"^Supersedes-Test: (\S+)$", text[: text.find("\ndiff --git ")], re.MULTILINE)
         subprocess.run(["git", "-C", str(directory), "apply", "--include=tests/*", str(patch)], check=True)
+    (directory / SUPERSEDED_TESTS).write_text("".join(f"{test}\n" for test in superseded))
     shutil.copyfile(
         pristine_repo(version, record["sdist_sha256"]) / "tests" / "testing_utils.py",
         directory / "tests" / "testing_utils.py",
@@ -50,8 +61,16 @@ def run_carried_tests(directory, python, patched, env=None, paths=("tests",)):
     some two hundred failures took longer than running the tests."""
     tracebacks = "--tb=auto" if patched else "--tb=line"
     args = ["-q", "-rA", tracebacks, "-p", "no:cacheprovider", "--continue-on-collection-errors", *sorted(paths)]
+    if patched:
+        args += [f"--deselect={test}" for test in superseded_tests(directory)]
     env = {"CUDA_VISIBLE_DEVICES": "", "SDNQ_USE_TORCH_COMPILE": "0", **(env or {})}
     return python(f"import sys, pytest; sys.exit(pytest.main({args!r}))", patched=patched, cwd=directory, env=env)
+
+
+def superseded_tests(directory):
+    """The node ids of the carried tests that a local patch supersedes (`write_carried_tests`)."""
+    path = directory / SUPERSEDED_TESTS
+    return path.read_text().split() if path.exists() else []
 
 
 def skipped_tests(stdout):

@@ -348,7 +348,7 @@ def _judge_sequential_offload(result):
 
 @gpu_scenario(
     "gpu-sequential-offload-bnb-4bit",
-    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="local-bnb-4bit-statistics-survive-offload-hooks.patch",
     summary=(
         "nf4 / fp4 (with and without double quant) text encoder + unet: enable_sequential_cpu_offload() and "
         '(device="cuda"), 3 passes, save + reload, LoRA while offloaded, enable_model_cpu_offload()'
@@ -392,7 +392,7 @@ LLAMA_GPU_CPU_DISK_MAP = {**LLAMA_CPU_DISK_MAP, "model.embed_tokens": 0, "model.
 
 @gpu_scenario(
     "gpu-bnb-4bit-dispatch-cpu-disk-then-peft",
-    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="local-bnb-4bit-statistics-survive-offload-hooks.patch",
     summary="nf4 double-quant Llama on GPU 0, make_bnb_offload_safe, dispatch_model (GPU 0 + cpu + disk), PEFT adapter",
     text="covered {covered}; max abs diff to the un-offloaded adapter model {diffs}; peak {peak_gpu_mib:.1f} MiB",
     judge=lambda result: close(result["diffs"], what="max abs diff of the logits to the un-offloaded adapter model"),
@@ -416,7 +416,7 @@ def bnb_4bit_dispatch_gpu_cpu_disk_then_peft(workdir):
 
 @gpu_scenario(
     "gpu-fp32-cpu-offload-device-map-then-peft",
-    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="local-bnb-4bit-statistics-survive-offload-hooks.patch",
     summary=(
         "as reported: from_pretrained(nf4 double quant, llm_int8_enable_fp32_cpu_offload=True, device_map GPU 0 + cpu"
         " + disk), make_bnb_offload_safe, PeftModel.from_pretrained"

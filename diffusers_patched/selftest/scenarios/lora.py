@@ -9,7 +9,7 @@ from .registry import scenario
 
 @scenario(
     "bnb-4bit-lora-while-sequentially-offloaded",
-    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="local-bnb-4bit-statistics-survive-offload-hooks.patch",
     summary="load_lora_weights into an nf4 text encoder while sequentially offloaded on the CPU, vs. no offload",
     text="offload device {offload_device}; max abs diff per pass {diffs}",
     judge=_judge_offloaded_to_cpu,

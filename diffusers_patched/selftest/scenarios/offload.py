@@ -53,7 +53,7 @@ def _judge_bnb_4bit_sequential_cpu_offload(result):
 
 @scenario(
     "bnb-4bit-sequential-cpu-offload",
-    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="local-bnb-4bit-statistics-survive-offload-hooks.patch",
     summary="nf4 double-quant text encoder under enable_sequential_cpu_offload(device='cpu'), 3 passes + state_dict",
     text=(
         "max abs diff per pass {diffs}; {statistics_on_meta} statistics on meta; "
@@ -90,7 +90,7 @@ def _judge_bnb_4bit_cpu_offload_hooks(result):
 
 @scenario(
     "bnb-4bit-cpu-offload-hooks",
-    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="local-bnb-4bit-statistics-survive-offload-hooks.patch",
     summary="nf4 / fp4 text encoders, with and without double quant, under accelerate's cpu_offload: 3 passes each",
     text=(
         "max abs diff per pass nf4 {kinds[nf4][diffs]}, fp4 {kinds[fp4][diffs]}, nf4-dq {kinds[nf4-dq][diffs]}, "
@@ -127,7 +127,7 @@ def bnb_4bit_cpu_offload_hooks(workdir):
 
 @scenario(
     "bnb-4bit-offload-twice-then-model-offload",
-    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="local-bnb-4bit-statistics-survive-offload-hooks.patch",
     summary="nf4 text encoder: enable_sequential_cpu_offload twice, then enable_model_cpu_offload, passes after each",
     text="max abs diff per pass {diffs}",
     judge=_judge_diffs,
@@ -206,7 +206,7 @@ def save_offloaded_pipeline(workdir):
 
 @scenario(
     "bnb-4bit-dispatch-cpu-disk-then-peft",
-    patch="bnb-4bit-quant-state-survives-offload-hooks.patch",
+    patch="local-bnb-4bit-statistics-survive-offload-hooks.patch",
     summary="transformers 4-bit double-quant model, dispatch_model with cpu + disk, PeftModel.from_pretrained",
     text="make_bnb_offload_safe covered {covered} weights; max abs diff to the un-offloaded adapter model {diffs}",
     judge=_judge_diffs,

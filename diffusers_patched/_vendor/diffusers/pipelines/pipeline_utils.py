@@ -55,11 +55,7 @@ from ..models import AutoencoderKL
 from ..models.attention_processor import FusedAttnProcessor2_0
 from ..models.modeling_utils import _LOW_CPU_MEM_USAGE_DEFAULT, ModelMixin, onload_offloaded_weights
 from ..quantizers import PipelineQuantizationConfig
-from ..quantizers.bitsandbytes.utils import (
-    _check_bnb_status,
-    _raise_if_bnb_4bit_statistics_rederived,
-    make_bnb_offload_safe,
-)
+from ..quantizers.bitsandbytes.utils import _check_bnb_status, _raise_if_bnb_4bit_statistics_rederived
 from ..schedulers.scheduling_utils import SCHEDULER_CONFIG_NAME
 from ..utils import (
     CONFIG_NAME,
@@ -1424,15 +1420,29 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
         if not is_accelerate_available() or is_accelerate_version("<", "0.14.0"):
             raise ImportError("`enable_sequential_cpu_offload` requires `accelerate v0.14.0` or higher")
 
-        # The offload hooks move every weight to the meta device between forward passes. Keep the quantization
-        # statistics of bitsandbytes 4-bit weights, which the hooks cannot restore, before any hook is attached or
-        # removed.
+        from ..quantizers.bitsandbytes import make_bnb_offload_safe
+
+        # accelerate's offload hooks move every weight to the meta device between forward passes, and
+        # `Params4bit.to("meta")` takes the 4-bit quantization statistics with it: the hooks cannot restore them.
         for name, model in self.components.items():
-            if isinstance(model, torch.nn.Module) and name not in self._exclude_from_cpu_offload:
-                try:
-                    make_bnb_offload_safe(model)
-                except ValueError as e:
-                    raise ValueError(f"Cannot sequentially offload `{name}` ({model.__class__.__name__}). {e}") from e
+            if not isinstance(model, torch.nn.Module) or name in self._exclude_from_cpu_offload:
+                continue
+            # Keep the statistics of 4-bit weights through the hooks (bitsandbytes-foundation/bitsandbytes#1525).
+            try:
+                made_offload_safe = make_bnb_offload_safe(model)
+            except ValueError as e:
+                raise ValueError(f"Cannot sequentially offload `{name}` ({model.__class__.__name__}). {e}") from e
+            if made_offload_safe:
+                continue
+            _, is_loaded_in_4bit_bnb, _ = _check_bnb_status(model)
+            if is_loaded_in_4bit_bnb:
+                raise ValueError(
+                    f"Cannot sequentially offload `{name}` ({model.__class__.__name__}): it is quantized with "
+                    "bitsandbytes in 4-bit, and accelerate's offload hooks would move the quantization statistics of "
+                    "its weights to the meta device and cannot restore them: its next forward pass would fail with "
+                    "'Cannot copy out of meta tensor; no data!'. Offload the pipeline with `enable_model_cpu_offload()` "
+                    "or `enable_group_offload()` instead."
+                )
 
         self.remove_all_hooks()
 

@@ -480,13 +480,13 @@ def _raise_if_bnb_4bit_statistics_rederived(model: "torch.nn.Module", model_name
     for name, param in model.named_parameters():
         if not isinstance(param, bnb.nn.Params4bit) or param.quant_state is None:
             continue
-        state = param.quant_state
-        if isinstance(state, _OffloadSafeQuantState):
-            exact = state.__dict__["_offload_statistics"]["exact"]
-        else:
-            # `_convert_weight_packed_for_cpu` records the layout it repacks from, and its inverse keeps the record.
-            exact = not hasattr(state, "original_qshape")
-        if not exact:
+        if isinstance(param.quant_state, _OffloadSafeQuantState):
+            # It keeps the exact statistics through the repacking, unless it took them from a repacked weight.
+            if not param.quant_state.__dict__["_offload_statistics"]["exact"]:
+                rederived.append(name)
+            continue
+        # `_convert_weight_packed_for_cpu` records the layout it repacks from, and its inverse keeps the record.
+        if hasattr(param.quant_state, "original_qshape"):
             rederived.append(name)
 
     if rederived:
@@ -495,6 +495,6 @@ def _raise_if_bnb_4bit_statistics_rederived(model: "torch.nn.Module", model_name
             f"({', '.join(rederived[:3])}{', ...' if len(rederived) > 3 else ''}) are no longer the ones they were "
             "quantized with. A forward pass on the CPU repacked the weights for bitsandbytes' CPU kernels, which "
             "rewrites their statistics in place, and bitsandbytes only approximately recovers them when saving: the "
-            "saved model would compute different outputs. Save the model before running it on the CPU, or reload it "
-            "and call `make_bnb_offload_safe(model)` before its first forward pass, which keeps the exact statistics."
+            "saved model would compute different outputs. Save the model before running it on the CPU, or load it "
+            "again from its checkpoint and save it before its first forward pass."
         )
