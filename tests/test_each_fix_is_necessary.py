@@ -67,7 +67,6 @@ LEFT_OUT_TOGETHER = {
     ],
     "ltx2-single-file-map-ltx-2-3-keys.patch": ["ltx2-audio-vae-loads-from-a-single-file.patch"],
     "materialize-tensors-left-on-meta-in-from-single-file.patch": [
-        "from-pretrained-materializes-missing-weights.patch",
         "single-file-block-counts-come-from-the-checkpoint.patch",
         "local-strict-load-default-from-environment.patch",
     ],
