@@ -585,7 +585,7 @@ def test_single_file_wan22_detection(patched_outcomes):
         assert error["message"].startswith("Cannot infer which Wan model") and "`config`" in error["message"], name
 
 
-# The device-map planning patches (size-bitsandbytes-components-... to raise-when-...-fit-nowhere): device_map="balanced" plans quantized components at their loaded size, plans every component, and
+# The device-map planning patches (size-quantized-components-... to raise-when-...-fit-nowhere): device_map="balanced" plans quantized components at their loaded size, plans every component, and
 # raises before loading when they fit nowhere. Planning reads no weight, on either side.
 
 
@@ -618,8 +618,8 @@ def test_bnb_device_map_balanced_plan(patched_outcomes):
     assert result["weight_reads"] == 0 and result["weight_reads_of_a_load"] > 0
 
 
-# size-quanto-and-torchao-components-as-they-will-be-loaded: quanto and torchao components are planned at the bytes they
-# hold once loaded; GGUF ones, passed to the pipeline loaded, too (size-bitsandbytes-components-as-they-will-be-loaded).
+# size-quantized-components-as-they-will-be-loaded: quanto and torchao components are planned at the bytes they hold
+# once loaded; GGUF ones, passed to the pipeline loaded, too.
 
 
 @upstream

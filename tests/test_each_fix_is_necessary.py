@@ -97,9 +97,6 @@ LEFT_OUT_TOGETHER = {
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
     ],
-    "size-bitsandbytes-components-as-they-will-be-loaded.patch": [
-        "size-quanto-and-torchao-components-as-they-will-be-loaded.patch",
-    ],
     "textual-inversion-on-offloaded-text-encoders.patch": ["adapter-operations-on-compiled-models.patch"],
     "upcast-the-lora-layers-loaded-after-enable-layerwise.patch": [
         "group-offload-to-disk-survives-lora-loading.patch",

@@ -53,7 +53,7 @@ def _judge_bnb_device_map_balanced_plan(result):
 
 @scenario(
     "bnb-device-map-balanced-plan",
-    patch="size-bitsandbytes-components-as-they-will-be-loaded.patch",
+    patch="size-quantized-components-as-they-will-be-loaded.patch",
     summary='nf4 text encoder, device_map="balanced", GPU 0 budgets of 7.2 / 3 / 0.5 MB (and 5 MB of CPU): the plans',
     text=(
         "GPU 0 7.2 MB: {plans[fits only quantized]}; 3 MB: {plans[two of three fit]}; 0.5 MB: {plans[none fits GPU 0]}; "
@@ -140,7 +140,7 @@ def _judge_quantized_components_planned_at_loaded_size(result):
 
 @scenario(
     "quanto-torchao-gguf-planned-at-loaded-size",
-    patch="size-quanto-and-torchao-components-as-they-will-be-loaded.patch",
+    patch="size-quantized-components-as-they-will-be-loaded.patch",
     summary='device_map="balanced" sizes of quanto (int8, int4), torchao (int8 weight-only) and GGUF (Q8_0) components',
     text="planned / loaded bytes: {sizes}",
     judge=_judge_quantized_components_planned_at_loaded_size,
