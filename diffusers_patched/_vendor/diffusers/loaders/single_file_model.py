@@ -442,7 +442,8 @@ class FromOriginalModelMixin:
         device = kwargs.pop("device", None)
         disable_mmap = kwargs.pop("disable_mmap", False)
         # diffusers-patched: DIFFUSERS_PATCHED_STRICT_LOAD=1 makes strict loading the default of a deployment.
-        strict = kwargs.pop("strict", os.getenv("DIFFUSERS_PATCHED_STRICT_LOAD", "").upper() in ENV_VARS_TRUE_VALUES)
+        kwargs.setdefault("strict", os.getenv("DIFFUSERS_PATCHED_STRICT_LOAD", "").upper() in ENV_VARS_TRUE_VALUES)
+        strict = kwargs.pop("strict", False)
         device_map = kwargs.pop("device_map", None)
 
         user_agent = {

@@ -1159,7 +1159,8 @@ class ModelMixin(torch.nn.Module, PushToHubMixin):
         quantization_config = kwargs.pop("quantization_config", None)
         disable_mmap = kwargs.pop("disable_mmap", False)
         # diffusers-patched: DIFFUSERS_PATCHED_STRICT_LOAD=1 makes strict loading the default of a deployment.
-        strict = kwargs.pop("strict", os.getenv("DIFFUSERS_PATCHED_STRICT_LOAD", "").upper() in ENV_VARS_TRUE_VALUES)
+        kwargs.setdefault("strict", os.getenv("DIFFUSERS_PATCHED_STRICT_LOAD", "").upper() in ENV_VARS_TRUE_VALUES)
+        strict = kwargs.pop("strict", False)
         parallel_config: ParallelConfig | ContextParallelConfig | TensorParallelConfig | None = kwargs.pop(
             "parallel_config", None
         )
