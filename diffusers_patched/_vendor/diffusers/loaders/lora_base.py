@@ -358,6 +358,12 @@ def _pack_dict_with_prefix(state_dict, prefix):
     return sd_with_prefix
 
 
+def _get_lora_loadable_model(pipeline, component):
+    # A `torch.compile`d model is an `OptimizedModule`, neither a `ModelMixin` nor a `PreTrainedModel`: the LoRA
+    # operations work on the model it wraps.
+    return unwrap_module(getattr(pipeline, component, None))
+
+
 def _load_lora_into_text_encoder(
     state_dict,
     network_alphas,
@@ -708,12 +714,6 @@ def _fusing_into_offloaded_weights(model):
         _restore_accelerate_hooks(removed_hooks, [model], weights_changed=True)
         if group_offloading_config is not None:
             _apply_group_offloading(model, group_offloading_config)
-
-
-def _get_lora_loadable_model(pipeline, component):
-    # A `torch.compile`d model is an `OptimizedModule`, neither a `ModelMixin` nor a `PreTrainedModel`: the LoRA
-    # operations work on the model it wraps.
-    return unwrap_module(getattr(pipeline, component, None))
 
 
 class LoraBaseMixin:

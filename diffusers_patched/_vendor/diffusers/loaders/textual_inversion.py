@@ -29,7 +29,6 @@ from ..utils import (
     is_transformers_available,
     logging,
 )
-from ..utils.torch_utils import unwrap_module
 from .lora_base import _remove_accelerate_hooks, _restore_accelerate_hooks
 
 
@@ -375,6 +374,8 @@ class TextualInversionLoaderMixin:
         ```
 
         """
+        from ..utils.torch_utils import unwrap_module
+
         # 1. Set correct tokenizer and text encoder
         tokenizer = tokenizer or getattr(self, "tokenizer", None)
         # Not `text_encoder or ...`: a `torch.compile`d text encoder raises on `len()`, which `or` calls.
@@ -533,6 +534,7 @@ class TextualInversionLoaderMixin:
         )
         ```
         """
+        from ..utils.torch_utils import unwrap_module
 
         tokenizer = tokenizer or getattr(self, "tokenizer", None)
         # Not `text_encoder or ...`: a `torch.compile`d text encoder raises on `len()`, which `or` calls.
