@@ -277,6 +277,13 @@ class ModuleGroup:
                 for key, tensor_obj in self.key_to_tensor.items():
                     tensor_obj.data = loaded_tensors[key]
 
+    def _restore_from_disk(self):
+        # Back on the offload device, where the tensors are without offloading, so that the module holds its own
+        # values again once the hooks are removed.
+        loaded_tensors = safetensors.torch.load_file(self.safetensors_file_path, device=str(self.offload_device))
+        for key, tensor_obj in self.key_to_tensor.items():
+            tensor_obj.data = loaded_tensors[key]
+
     def _onload_from_memory(self):
         if self.stream is not None:
             # Wait for previous Host->Device transfer to complete
@@ -325,13 +332,6 @@ class ModuleGroup:
         for tensor_obj in self.tensor_to_key.keys():
             if tensor_obj not in in_use:
                 tensor_obj.data = torch.empty_like(tensor_obj.data, device=self.offload_device)
-
-    def _restore_from_disk(self):
-        # Back on the offload device, where the tensors are without offloading, so that the module holds its own
-        # values again once the hooks are removed.
-        loaded_tensors = safetensors.torch.load_file(self.safetensors_file_path, device=str(self.offload_device))
-        for key, tensor_obj in self.key_to_tensor.items():
-            tensor_obj.data = loaded_tensors[key]
 
     def _offload_to_memory(self):
         if self.stream is not None:

@@ -23,13 +23,7 @@ from typing import Literal
 import safetensors
 import torch
 
-from ..hooks import HookRegistry
 from ..hooks.group_offloading import _without_group_offloading
-from ..hooks.layerwise_casting import (
-    _LAYERWISE_CASTING_HOOK,
-    _PEFT_AUTOCAST_DISABLE_HOOK,
-    PeftInputAutocastDisableHook,
-)
 from ..utils import (
     MIN_PEFT_VERSION,
     USE_PEFT_BACKEND,
@@ -64,6 +58,13 @@ def _maybe_align_adapter_with_layerwise_casting(model, adapter_name):
     # has no matmul on the CPU). Give them what they get when the adapter is loaded first; returns whether any layer
     # needed it.
     from peft.tuners.tuners_utils import BaseTunerLayer
+
+    from ..hooks import HookRegistry
+    from ..hooks.layerwise_casting import (
+        _LAYERWISE_CASTING_HOOK,
+        _PEFT_AUTOCAST_DISABLE_HOOK,
+        PeftInputAutocastDisableHook,
+    )
 
     aligned = False
     for module in model.modules():
