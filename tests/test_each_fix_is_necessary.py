@@ -30,7 +30,6 @@ LEFT_OUT_TOGETHER = {
     "fuse-lora-into-gguf-quantized-weights.patch": [
         "fuse-lora-into-offloaded-weights.patch",
         "fuse-lora-into-quanto-quantized-weights.patch",
-        "adapter-operations-on-compiled-models.patch",
         "unfuse-lora-restores-requantized-weights.patch",
         "refuse-to-fuse-lora-into-low-precision-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
@@ -38,7 +37,6 @@ LEFT_OUT_TOGETHER = {
     ],
     "fuse-lora-into-offloaded-weights.patch": [
         "fuse-lora-into-quanto-quantized-weights.patch",
-        "adapter-operations-on-compiled-models.patch",
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
         "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
@@ -82,7 +80,6 @@ LEFT_OUT_TOGETHER = {
         "fuse-lora-into-offloaded-weights.patch",
         "fuse-lora-into-quanto-quantized-weights.patch",
         "textual-inversion-on-offloaded-text-encoders.patch",
-        "adapter-operations-on-compiled-models.patch",
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
         "load-ip-adapters-into-offloaded-and-quantized-unets.patch",
@@ -96,10 +93,6 @@ LEFT_OUT_TOGETHER = {
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
-    ],
-    "textual-inversion-on-offloaded-text-encoders.patch": ["adapter-operations-on-compiled-models.patch"],
-    "upcast-the-lora-layers-loaded-after-enable-layerwise.patch": [
-        "group-offload-to-disk-survives-lora-loading.patch",
     ],
 }
 
