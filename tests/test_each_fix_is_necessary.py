@@ -57,12 +57,6 @@ LEFT_OUT_TOGETHER = {
         "group-offload-onloads-block-modules-called-outside-their-block.patch",
     ],
     "group-offload-to-disk-keeps-tied-weights.patch": ["group-offload-to-disk-keeps-weights-tied-across-blocks.patch"],
-    "load-flux-loras-into-quanto-quantized-transformers.patch": [
-        "fuse-lora-into-quanto-quantized-weights.patch",
-        "unfuse-lora-restores-requantized-weights.patch",
-        "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
-        "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
-    ],
     "ltx2-single-file-map-ltx-2-3-keys.patch": ["ltx2-audio-vae-loads-from-a-single-file.patch"],
     "materialize-tensors-left-on-meta-in-from-single-file.patch": [
         "single-file-block-counts-come-from-the-checkpoint.patch",
