@@ -21,6 +21,7 @@ from typing import Set
 
 import safetensors.torch
 import torch
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ..utils import get_logger, is_accelerate_available, is_torchao_available
 from ..utils.torch_utils import TorchDeviceBackend
@@ -240,14 +241,15 @@ class ModuleGroup:
             self._transfer_tensor_to_device(buffer, source, default_stream)
 
     def _check_disk_offload_torchao(self):
-        all_tensors = list(self.tensor_to_key.keys())
-        has_torchao = any(_is_torchao_tensor(t) for t in all_tensors)
-        if has_torchao:
-            raise ValueError(
-                "Disk offloading is not supported for TorchAO quantized tensors because safetensors "
-                "cannot serialize TorchAO subclass tensors. Use memory offloading instead by not "
-                "setting `offload_to_disk_path`."
-            )
+        # safetensors saves a tensor's own storage. Tensor subclasses that wrap other tensors (TorchAO's and
+        # optimum-quanto's quantized weights) have none, and saving them fails deep inside safetensors.
+        for tensor in self.tensor_to_key:
+            if is_traceable_wrapper_subclass(tensor):
+                raise ValueError(
+                    f"Disk offloading is not supported for `{type(tensor).__name__}` tensors (TorchAO and "
+                    "optimum-quanto quantized weights) because safetensors cannot serialize tensor subclasses. Use "
+                    "memory offloading instead by not setting `offload_to_disk_path`."
+                )
 
     def _onload_from_disk(self):
         self._check_disk_offload_torchao()
