@@ -169,6 +169,8 @@ class ModuleGroup:
             self.cpu_param_dict = {}
             # The other groups holding one of this group's tensors (a weight tied between them).
             self.groups_sharing_tensors = []
+            # The shape and dtype of each tensor as the group's file holds it, taken when the group is onloaded.
+            self._onloaded_layouts = None
         else:
             self.cpu_param_dict = self._init_cpu_param_dict()
 
@@ -253,6 +255,8 @@ class ModuleGroup:
 
     def _onload_from_disk(self):
         self._check_disk_offload_torchao()
+        # The offloaded tensors are placeholders shaped as the tensors the file holds.
+        self._onloaded_layouts = self._tensor_layouts()
 
         if self.stream is not None:
             # Wait for previous Host->Device transfer to complete
@@ -317,12 +321,21 @@ class ModuleGroup:
         # The group is now considered offloaded to disk for the rest of the session.
         self._is_offloaded_to_disk = True
 
+    def _tensor_layouts(self):
+        return [(tensor.shape, tensor.dtype) for tensor in self.tensor_to_key]
+
     def _offload_to_disk(self):
         # Releasing the onloaded tensors below frees their device memory, which the compute stream may still be
         # reading. `record_stream` already prevents the allocator from reusing it too early.
         if self.stream is not None and not self.record_stream:
             self._torch_accelerator_module.current_stream().synchronize()
 
+        if self._onloaded_layouts is not None and self._tensor_layouts() != self._onloaded_layouts:
+            # A module replaced some of its tensors while it ran (bitsandbytes repacks 4-bit weights for its CPU
+            # kernels on the first forward, and keeps the new layout in their quantization state): the file holds
+            # the old ones, which the next onload would pair with the new state. Write it again.
+            os.remove(self.safetensors_file_path)
+            self._is_offloaded_to_disk = False
         self._save_to_disk()
 
         # A tensor that a group still onloaded also holds (the group of the modules outside the blocks stays onloaded
