@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from diffusers_patched.selftest.parity import PARITY, parity_breaks
+from diffusers_patched.selftest.parity import OFFLOAD_FLOWS, PARITY, parity_breaks
 from diffusers_patched.selftest.scenarios import SCENARIOS
 from tests.conftest import PARITY_MODULE, REPO_ROOT, run_python
 from tests.support.assertions import diffs_as_judged
@@ -40,6 +40,10 @@ POST = PROJECT.read_releases()["post"]
 SIDES = ("upstream", "patched")
 # The parity rows of quantizers an older release does not have yet: the release they came with.
 QUANTIZER_SINCE = {"sdnq": "0.40.0", "bfl": "0.42.0"}
+# The parity flows an older release cannot run without an accelerator, the release that can, and how they fail before:
+# 0.37.1's `ModuleGroup` asks torch for the current accelerator's type, on both sides.
+FLOW_SINCE = {flow: "0.38.0" for flow in OFFLOAD_FLOWS if flow.startswith("group offload")}
+FLOW_LACKING_ERROR = "AttributeError: 'NoneType' object has no attribute 'type'"
 
 
 def scenarios_of_the_half(version, release_checks):
@@ -129,7 +133,8 @@ def test_release_is_never_worse_than_upstream(version, release_runs):
 )
 def test_release_parity_is_the_primarys(version, release_runs, parity_outcomes):
     """The parity net's patched side on `version`: every flow the primary's build gets right is right, with the
-    primary's outputs; rows of quantizers `version` does not have fail to import their config."""
+    primary's outputs; rows of quantizers `version` does not have fail to import their config, and flows it cannot run
+    without an accelerator fail as FLOW_SINCE says."""
     primary, patched = parity_outcomes["patched"], release_runs[version, "patched"][1]
     lacking = {
         name
@@ -139,10 +144,27 @@ def test_release_parity_is_the_primarys(version, release_runs, parity_outcomes):
     assert {
         name: patched[name].error for name in lacking if (patched[name].error or {}).get("type") != "ImportError"
     } == {}
+    lacking_flows = {
+        flow for flow, since in FLOW_SINCE.items() if upstream.version_key(version) < upstream.version_key(since)
+    }
+    assert {
+        (name, flow): cell["error"]
+        for name in PARITY
+        if name not in lacking
+        for flow, cell in patched[name].result["cells"].items()
+        if flow in lacking_flows and not (cell["error"] or "").startswith(FLOW_LACKING_ERROR)
+    } == {}
     assert {
         name: breaks
         for name in PARITY
-        if name not in lacking and (breaks := parity_breaks(primary[name], patched[name]))
+        if name not in lacking
+        and (
+            breaks := {
+                flow: why
+                for flow, why in parity_breaks(primary[name], patched[name]).items()
+                if flow not in lacking_flows
+            }
+        )
     } == {}
 
 

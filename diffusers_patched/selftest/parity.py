@@ -10,6 +10,10 @@ one entry of `PARITY`, a tiny Flux transformer through every flow, each flow a c
   pre-quantized checkpoint a hub repository holds), against the loaded model;
 - `to and from_pipe`: `pipe.to("cpu")`, then `FluxPipeline.from_pipe(pipe)`;
 - `model cpu offload`: `enable_model_cpu_offload(device="cpu")`;
+- `sequential cpu offload`: `enable_sequential_cpu_offload(device="cpu")`;
+- `group offload leaf`, `group offload block`, and both `to disk`: `enable_group_offload(...)` at leaf level and at
+  block level (one block a group), in memory and with `offload_to_disk_path`, each called twice: what the first call
+  leaves behind (a weight a layer repacked, a file written) must not change the second;
 - `lora`: `load_lora_weights`, against the reference with the same LoRA, then `unload_lora_weights()`, against the
   loaded model;
 - `fuse`: `load_lora_weights`, `fuse_lora()`, then `unfuse_lora()`: the share of the LoRA's effect on the output the
@@ -36,7 +40,15 @@ from .scenarios.registry import _main, scenario
 
 
 PARITY = {}
-FLOWS = ("load", "model round trip", "pipeline round trip", "to and from_pipe", "model cpu offload", "lora", "fuse")
+OFFLOAD_FLOWS = (
+    "model cpu offload",
+    "sequential cpu offload",
+    "group offload leaf",
+    "group offload block",
+    "group offload leaf to disk",
+    "group offload block to disk",
+)
+FLOWS = ("load", "model round trip", "pipeline round trip", "to and from_pipe", *OFFLOAD_FLOWS, "lora", "fuse")
 
 
 def cell_verdict(cell):
@@ -197,6 +209,8 @@ def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, 
     """The pipeline flows of FLOWS, each on a fresh `load_pipeline()` (a flow that fails must not decide the next one's
     result): `run(pipe)` is the output of its quantized component, `loaded` that output once loaded, `lora()` a LoRA for
     `load_lora_weights` and the output the reference computes with it."""
+    import torch
+
     lora = functools.cache(lora)
 
     def pipeline_round_trip():
@@ -212,6 +226,22 @@ def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, 
         pipe = load_pipeline()
         pipe.enable_model_cpu_offload(device="cpu")
         return [run(pipe)], [loaded]
+
+    def sequential_cpu_offload():
+        pipe = load_pipeline()
+        pipe.enable_sequential_cpu_offload(device="cpu")
+        return [run(pipe)], [loaded]
+
+    def group_offload(offload_type, to_disk):
+        def offloaded():
+            pipe = load_pipeline()
+            kwargs = {"num_blocks_per_group": 1} if offload_type == "block_level" else {}
+            if to_disk:
+                kwargs["offload_to_disk_path"] = str(workdir / f"offload_{offload_type}")
+            pipe.enable_group_offload(onload_device=torch.device("cpu"), offload_type=offload_type, **kwargs)
+            return [run(pipe), run(pipe)], [loaded, loaded]
+
+        return offloaded
 
     def pipeline_with_lora():
         lora_state_dict, expected = lora()
@@ -235,6 +265,11 @@ def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, 
         "pipeline round trip": pipeline_round_trip,
         "to and from_pipe": to_and_from_pipe,
         "model cpu offload": model_cpu_offload,
+        "sequential cpu offload": sequential_cpu_offload,
+        "group offload leaf": group_offload("leaf_level", to_disk=False),
+        "group offload block": group_offload("block_level", to_disk=False),
+        "group offload leaf to disk": group_offload("leaf_level", to_disk=True),
+        "group offload block to disk": group_offload("block_level", to_disk=True),
         "lora": with_lora,
     }
     return {**{flow: _cell(run_flow) for flow, run_flow in flows.items()}, "fuse": _fuse_cell(fused_lora, loaded)}
@@ -444,7 +479,10 @@ def bitsandbytes_nf4_text_encoder(workdir):
             lora,
         )
     )
-    return {"cells": cells}
+    from bitsandbytes.functional import has_avx512bf16
+
+    # Only there does bitsandbytes repack 4-bit weights on their first forward (its CPU backend asks once, at import).
+    return {"cells": cells, "repacks_4bit_weights": bool(has_avx512bf16())}
 
 
 def _bfl(workdir, quant_type):
