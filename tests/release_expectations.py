@@ -11,7 +11,9 @@ GROUP_OFFLOADING_NEEDS_AN_ACCELERATOR = (
 GROUP_OFFLOADING_TESTS = [
     "tests/hooks/test_group_offloading_modules_called_outside_their_block.py",
     "tests/hooks/test_group_offloading_tied_weights.py",
+    "tests/hooks/test_group_offloading_to_disk_quanto.py",
     "tests/hooks/test_group_offloading_to_disk_reapplied.py",
+    "tests/hooks/test_group_offloading_to_disk_replaced_tensors.py",
     "tests/hooks/test_group_offloading_unmatched_modules.py",
     "tests/hooks/test_layerwise_casting_offloaded_models.py::TestLayerwiseCastingOffloadedModels::"
     "test_layerwise_casting_after_offloading_raises[group_",

@@ -50,13 +50,21 @@ LEFT_OUT_TOGETHER = {
     "group-offload-keeps-what-models-read-outside-forward.patch": [
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+        "group-offload-to-disk-writes-tensors-replaced-while-running.patch",
     ],
     "group-offload-onloads-modules-outside-blocks-called-directly.patch": [
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
         "group-offload-to-disk-survives-lora-loading.patch",
         "group-offload-onloads-block-modules-called-outside-their-block.patch",
+        "group-offload-to-disk-writes-tensors-replaced-while-running.patch",
     ],
-    "group-offload-to-disk-keeps-tied-weights.patch": ["group-offload-to-disk-keeps-weights-tied-across-blocks.patch"],
+    "group-offload-to-disk-keeps-tied-weights.patch": [
+        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+        "group-offload-to-disk-writes-tensors-replaced-while-running.patch",
+    ],
+    "group-offload-to-disk-keeps-weights-tied-across-blocks.patch": [
+        "group-offload-to-disk-writes-tensors-replaced-while-running.patch"
+    ],
     "ltx2-single-file-map-ltx-2-3-keys.patch": ["ltx2-audio-vae-loads-from-a-single-file.patch"],
     "materialize-tensors-left-on-meta-in-from-single-file.patch": [
         "single-file-block-counts-come-from-the-checkpoint.patch",
@@ -66,6 +74,7 @@ LEFT_OUT_TOGETHER = {
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+        "group-offload-to-disk-writes-tensors-replaced-while-running.patch",
     ],
     "refuse-to-save-bnb-4bit-statistics-repacked-on-cpu.patch": [
         "local-bnb-4bit-statistics-survive-offload-hooks.patch"
@@ -87,6 +96,7 @@ LEFT_OUT_TOGETHER = {
         "group-offload-keeps-what-models-read-outside-forward.patch",
         "group-offload-to-disk-keeps-tied-weights.patch",
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
+        "group-offload-to-disk-writes-tensors-replaced-while-running.patch",
     ],
 }
 

@@ -41,8 +41,8 @@ SIDES = ("upstream", "patched")
 # The parity rows of quantizers an older release does not have yet: the release they came with.
 QUANTIZER_SINCE = {"sdnq": "0.40.0", "bfl": "0.42.0"}
 # The parity flows an older release cannot run without an accelerator, the release that can, and how they fail before:
-# 0.37.1's `ModuleGroup` asks torch for the current accelerator's type, on both sides.
-FLOW_SINCE = {flow: "0.38.0" for flow in OFFLOAD_FLOWS if flow.startswith("group offload")}
+# until 0.41.0, `ModuleGroup` asks torch for the current accelerator's type, on both sides.
+FLOW_SINCE = {flow: "0.41.0" for flow in OFFLOAD_FLOWS if flow.startswith("group offload")}
 FLOW_LACKING_ERROR = "AttributeError: 'NoneType' object has no attribute 'type'"
 
 
