@@ -12,7 +12,14 @@ import re
 import pytest
 
 from diffusers_patched.selftest.judges import FAILS, RIGHT
-from diffusers_patched.selftest.parity import FLOWS, OFFLOAD_FLOWS, PARITY, cell_verdicts, parity_breaks
+from diffusers_patched.selftest.parity import (
+    FLOWS,
+    LORA_OFFLOAD_FLOWS,
+    OFFLOAD_FLOWS,
+    PARITY,
+    cell_verdicts,
+    parity_breaks,
+)
 from diffusers_patched.selftest.scenarios.registry import Outcome
 from tests.conftest import REPO_ROOT
 
@@ -20,92 +27,138 @@ from tests.conftest import REPO_ROOT
 REFUSED_ROUND_TRIP = "Cannot load FluxTransformer2DModel because the checkpoint lacks weights of quantized layers"
 _TO_CASTS = "ValueError: Casting a quantized model to a new `dtype` is unsupported"
 _NOT_SERIALIZABLE = "ValueError: The model is quantized with QuantizationMethod.{} and is not serializable"
+_QUANTO_LORA = "KeyError: 'single_transformer_blocks.0.attn.to_k.weight'"
+_PACKED_LORA = {
+    "sdnq uint4": "ValueError: not enough values to unpack (expected 2, got 1)",
+    "bfl nvfp4": "RuntimeError: Only Tensors of floating point and complex dtype can require gradients",
+}
+_BNB_CAST = "ValueError: You cannot cast a bitsandbytes model"
+_CPU_DEVICE = "TypeError: new() received an invalid combination of arguments - got (Tensor, requires_grad=bool)"
+_TORCHAO_TO_DISK = "ValueError: Disk offloading is not supported for TorchAO"
+_QUANTO_TO_DISK = "RuntimeError: Attempted to access the data pointer on an invalid"
 QUANTO_TENSORS = {"int8": "WeightQBytesTensor", "int4": "WeightQBitsTensor", "float8": "WeightQBytesTensor"}
 DISK_FLOWS = ("group offload leaf to disk", "group offload block to disk")
-# (backend, flow) -> what upstream 0.42.1 does where it is not right, and whether the series fixes it.
+MEMORY_FLOWS = ("model cpu offload", "group offload leaf", "group offload block")
+# (backend, flow) -> (the start of what upstream 0.42.1 does where it is not right, whether the series fixes it, the
+# footnote of docs/parity.md that says why).
 UPSTREAM_NOT_RIGHT = {
     # pipeline-to-moves-quantized-models-of-any-backend: `pipe.to("cpu")` passes a dtype to every quantized model
     # diffusers quantized (upstream skips bitsandbytes models only).
-    **{(name, "to and from_pipe"): (_TO_CASTS, "fixed") for name in PARITY if not name.startswith("bitsandbytes")},
+    **{(name, "to and from_pipe"): (_TO_CASTS, "fixed", 1) for name in PARITY if not name.startswith("bitsandbytes")},
     # lora-keep-quantized-text-encoder-dtype: the LoRA loader casts the quantized text encoder.
-    ("bitsandbytes nf4 text encoder", "lora"): ("ValueError: You cannot cast a bitsandbytes model", "fixed"),
+    ("bitsandbytes nf4 text encoder", "lora"): (_BNB_CAST, "fixed", 6),
     # load-flux-loras-into-quanto-quantized-transformers (#10512), for loading a LoRA and for fusing one, which
     # fuse-lora-into-quanto-quantized-weights then fuses.
-    **{
-        (f"quanto {dtype}", flow): ("KeyError: 'single_transformer_blocks.0.attn.to_k.weight'", "fixed")
-        for dtype in ("int8", "int4", "float8")
-        for flow in ("lora", "fuse")
-    },
+    **{(f"quanto {dtype}", flow): (_QUANTO_LORA, "fixed", 2) for dtype in QUANTO_TENSORS for flow in ("lora", "fuse")},
     # lora-shape-of-packed-quantized-linear-layers: the Flux LoRA loader read the shape of packed weights (SDNQ's
     # 4-bit weights are flat; BFL nvfp4's hold two values per byte, which it took for a layer to expand).
-    ("sdnq uint4", "lora"): ("ValueError: not enough values to unpack (expected 2, got 1)", "fixed"),
-    ("bfl nvfp4", "lora"): (
-        "RuntimeError: Only Tensors of floating point and complex dtype can require gradients",
-        "fixed",
-    ),
+    **{(name, "lora"): (error, "fixed", 4) for name, error in _PACKED_LORA.items()},
     # fuse-lora-into-gguf-quantized-weights dequantizes GGUF weights to fuse into them.
-    ("gguf Q8_0", "fuse"): ("RuntimeError: The size of tensor a (68) must match the size of tensor b (64)", "fixed"),
+    ("gguf Q8_0", "fuse"): (
+        "RuntimeError: The size of tensor a (68) must match the size of tensor b (64)",
+        "fixed",
+        9,
+    ),
     # unfuse-lora-restores-requantized-weights: PEFT unfuses a torchao weight by quantizing it again, a step away.
     ("torchao int8 weight-only", "fuse"): (
         "keeps 100.1% of the LoRA's effect (bound 90%); unfused: max abs diff",
         "fixed",
+        8,
     ),
     # refuse-to-fuse-lora-into-low-precision-weights: PEFT adds the LoRA to int8, packed or float8 storage.
     ("sdnq int8", "fuse"): (
         "RuntimeError: result type Float can't be cast to the desired output type Char",
         "refused",
+        7,
     ),
-    ("sdnq uint4", "fuse"): ("ValueError: not enough values to unpack (expected 2, got 1)", "refused"),
-    ("bfl fp8r", "fuse"): ("RuntimeError: Promotion for Float8 Types is not supported", "refused"),
-    ("bfl nvfp4", "fuse"): (
-        "RuntimeError: Only Tensors of floating point and complex dtype can require gradients",
-        "refused",
-    ),
+    ("bfl fp8r", "fuse"): ("RuntimeError: Promotion for Float8 Types is not supported", "refused", 7),
+    # (SDNQ's and BFL's packed 4-bit weights fail upstream in the LoRA loader first, footnote 4.)
+    **{(name, "fuse"): (error, "refused", 7) for name, error in _PACKED_LORA.items()},
     # Upstream's LoRA loader casts the quantized text encoder (fixed, see "lora"); then PEFT unfuses a 4-bit weight by
     # quantizing it again, a quantization step of the fused weight away: unfuse-lora-restores-requantized-weights.
-    ("bitsandbytes nf4 text encoder", "fuse"): ("ValueError: You cannot cast a bitsandbytes model", "fixed"),
+    ("bitsandbytes nf4 text encoder", "fuse"): (_BNB_CAST, "fixed", 6),
     # Refused on both sides: GGUF and BFL models cannot be saved (their quantizers' `is_serializable` is False).
     **{
-        (name, flow): (_NOT_SERIALIZABLE.format(method), "refused on both sides")
+        (name, flow): (_NOT_SERIALIZABLE.format(method), "refused on both sides", 3)
         for name, method in (("gguf Q8_0", "GGUF"), ("bfl fp8r", "BFL"), ("bfl nvfp4", "BFL"))
         for flow in ("model round trip", "pipeline round trip")
     },
+    # sequential-offload-keeps-the-user-device: `enable_sequential_cpu_offload(device="cpu")` ran on "cpu:0", where
+    # accelerate's hooks put plain tensors back into the modules (a GPU does not go through this).
+    **{
+        (name, "sequential cpu offload"): (_CPU_DEVICE, "fixed", 10)
+        for name in PARITY
+        if not name.startswith(("quanto", "gguf"))
+    },
+    # gguf-parameter-keeps-quant-type-when-rebuilt: accelerate rebuilds the offloaded GGUF weights without it.
+    **{
+        ("gguf Q8_0", flow): ("KeyError: None", "fixed", 11)
+        for flow in ("sequential cpu offload", "lora, sequential cpu offload")
+    },
+    # refuse-to-sequentially-offload-quanto-weights (#10526): accelerate cannot rebuild quanto's tensors.
+    **{
+        (f"quanto {dtype}", flow): (f"TypeError: {tensor}.__new__() missing", "refused", 12)
+        for dtype, tensor in QUANTO_TENSORS.items()
+        for flow in ("sequential cpu offload", "lora, sequential cpu offload")
+    },
+    # group-offload-to-disk-refuses-tensor-subclasses: safetensors cannot save quanto's tensors; upstream refuses
+    # TorchAO's already, now by the same check.
+    **{
+        (name, prefix + flow): (error, "refused", 13)
+        for name, error in (
+            *((f"quanto {dtype}", _QUANTO_TO_DISK) for dtype in QUANTO_TENSORS),
+            ("torchao int8 weight-only", _TORCHAO_TO_DISK),
+        )
+        for flow in DISK_FLOWS
+        for prefix in ("", "lora, ")
+    },
+    # A LoRA loaded while offloaded: where loading fails without offloading, it fails so with offloading too.
+    **{
+        (f"quanto {dtype}", f"lora, {flow}"): (_QUANTO_LORA, "fixed", 2)
+        for dtype in QUANTO_TENSORS
+        for flow in MEMORY_FLOWS
+    },
+    **{(name, f"lora, {flow}"): (error, "fixed", 4) for name, error in _PACKED_LORA.items() for flow in OFFLOAD_FLOWS},
+    **{
+        ("bitsandbytes nf4 text encoder", f"lora, {flow}"): (_BNB_CAST, "fixed", 6)
+        for flow in OFFLOAD_FLOWS[:1] + OFFLOAD_FLOWS[2:]
+    },
+    # local-bnb-4bit-statistics-survive-offload-hooks: loading a LoRA takes the hooks off, and 4-bit statistics
+    # offloaded to `meta` with them do not come back (the forwardable refuse-to-sequentially-offload-bnb-4bit-weights
+    # refuses instead).
+    ("bitsandbytes nf4 text encoder", "lora, sequential cpu offload"): (
+        "NotImplementedError: Cannot copy out of meta tensor",
+        "fixed",
+        17,
+    ),
+    # restore-the-accelerate-hooks-the-loaders-remove: the LoRA loader offloads again without the user's device.
+    **{
+        (name, f"lora, {mode} cpu offload"): (
+            f"RuntimeError: `enable_{mode}_cpu_offload` requires accelerator",
+            "fixed",
+            15,
+        )
+        for name in ("sdnq int8", "bfl fp8r", "gguf Q8_0", "torchao int8 weight-only")
+        for mode in ("model", "sequential")
+        if (name, mode) != ("gguf Q8_0", "sequential")
+    },
+    # group-offload-to-disk-survives-lora-loading (#11791): the LoRA layers' groups read files never written.
+    **{
+        (name, "lora, group offload leaf to disk"): ("max abs diff", "fixed", 16)
+        for name in ("sdnq int8", "bfl fp8r", "gguf Q8_0")
+    },
+    **{
+        (name, "lora, group offload block to disk"): (error, "fixed", 16)
+        for name, error in (
+            ("sdnq int8", "RuntimeError: data set to a tensor that requires gradients"),
+            ("bfl fp8r", "KeyError: 'tensor_"),
+            ("gguf Q8_0", "RuntimeError: data set to a tensor that requires gradients"),
+        )
+    },
 }
-UPSTREAM_NOT_RIGHT.update(
-    {
-        # sequential-offload-keeps-the-user-device: `enable_sequential_cpu_offload(device="cpu")` ran on "cpu:0", where
-        # accelerate's hooks put plain tensors back into the modules (a GPU does not go through this).
-        **{
-            (name, "sequential cpu offload"): (
-                "TypeError: new() received an invalid combination of arguments - got (Tensor, requires_grad=bool)",
-                "fixed",
-            )
-            for name in PARITY
-            if not name.startswith(("quanto", "gguf"))
-        },
-        # gguf-parameter-keeps-quant-type-when-rebuilt: accelerate rebuilds the offloaded GGUF weights without it.
-        ("gguf Q8_0", "sequential cpu offload"): ("KeyError: None", "fixed"),
-        # refuse-to-sequentially-offload-quanto-weights (#10526): accelerate cannot rebuild quanto's tensors.
-        **{
-            (f"quanto {dtype}", "sequential cpu offload"): (f"TypeError: {tensor}.__new__() missing", "refused")
-            for dtype, tensor in QUANTO_TENSORS.items()
-        },
-        # group-offload-to-disk-refuses-tensor-subclasses: safetensors cannot save quanto's tensors; upstream refuses
-        # TorchAO's already, now by the same check.
-        **{
-            (f"quanto {dtype}", flow): ("RuntimeError: Attempted to access the data pointer on an invalid", "refused")
-            for dtype in QUANTO_TENSORS
-            for flow in DISK_FLOWS
-        },
-        **{
-            ("torchao int8 weight-only", flow): ("ValueError: Disk offloading is not supported for TorchAO", "refused")
-            for flow in DISK_FLOWS
-        },
-    }
-)
 # group-offload-to-disk-writes-tensors-replaced-while-running: where bitsandbytes repacks 4-bit weights on their first
 # forward (a CPU with AVX512-BF16), the second call onloaded the weights unpacked from the group's file.
-BNB_REPACKED = {("bitsandbytes nf4 text encoder", flow): ("max abs diff", "fixed") for flow in DISK_FLOWS}
+BNB_REPACKED = {("bitsandbytes nf4 text encoder", flow): ("max abs diff", "fixed", 14) for flow in DISK_FLOWS}
 
 
 def upstream_not_right(outcomes):
@@ -116,22 +169,24 @@ def upstream_not_right(outcomes):
 
 # What the patched side does in the cells of UPSTREAM_NOT_RIGHT that it refuses: (verdict, the start of its figure).
 REFUSED_FUSE = "ValueError: Cannot fuse LoRA into `transformer_blocks.0.attn.to_q`: its weight is stored as torch."
+REFUSED_QUANTO_SEQUENTIAL = (
+    "ValueError: Cannot sequentially offload `transformer` (FluxTransformer2DModel): accelerate's offload hooks"
+)
 PATCHED_OTHERWISE = {
     **{(name, "fuse"): (FAILS, REFUSED_FUSE) for name in ("sdnq int8", "sdnq uint4", "bfl fp8r", "bfl nvfp4")},
     **{
-        (f"quanto {dtype}", "sequential cpu offload"): (
-            FAILS,
-            "ValueError: Cannot sequentially offload `transformer` (FluxTransformer2DModel): accelerate's offload hooks",
-        )
+        (f"quanto {dtype}", flow): (FAILS, REFUSED_QUANTO_SEQUENTIAL)
         for dtype in QUANTO_TENSORS
+        for flow in ("sequential cpu offload", "lora, sequential cpu offload")
     },
     **{
-        (name, flow): (FAILS, f"ValueError: Disk offloading is not supported for `{tensor}` tensors")
+        (name, prefix + flow): (FAILS, f"ValueError: Disk offloading is not supported for `{tensor}` tensors")
         for name, tensor in (
             *((f"quanto {dtype}", t) for dtype, t in QUANTO_TENSORS.items()),
             ("torchao int8 weight-only", "Int8Tensor"),
         )
         for flow in DISK_FLOWS
+        for prefix in ("", "lora, ")
     },
 }
 
@@ -168,7 +223,7 @@ def test_patched_cells_that_are_not_right_fail_as_upstream(parity_outcomes):
     }
     expected = {
         cell: (FAILS, error)
-        for cell, (error, fate) in upstream_not_right(parity_outcomes["upstream"]).items()
+        for cell, (error, fate, _) in upstream_not_right(parity_outcomes["upstream"]).items()
         if fate != "fixed"
     }
     expected.update(PATCHED_OTHERWISE)
@@ -208,27 +263,6 @@ def test_the_net_reports_what_the_patches_would_break(parity_outcomes):
     assert breaks["model cpu offload"] == "patched output differs from upstream's by 0.001 (tolerance 1e-05)"
 
 
-# docs/parity.md's footnotes, by the start of the error or figure they explain.
-FOOTNOTES = (
-    ("ValueError: Casting a quantized model", 1),
-    ("KeyError: 'single_transformer_blocks", 2),
-    ("ValueError: The model is quantized with", 3),
-    ("ValueError: not enough values to unpack", 4),
-    ("RuntimeError: Only Tensors of floating point", 4),
-    ("ValueError: You cannot cast a bitsandbytes model", 6),
-    ("RuntimeError: result type Float", 7),
-    ("RuntimeError: Promotion for Float8", 7),
-    ("ValueError: Cannot fuse LoRA into", 7),
-    ("keeps", 8),
-    ("RuntimeError: The size of tensor a (68)", 9),
-    ("TypeError: new() received an invalid combination", 10),
-    ("KeyError: None", 11),
-    ("TypeError: Weight", 12),
-    ("ValueError: Cannot sequentially offload", 12),
-    ("RuntimeError: Attempted to access the data pointer", 13),
-    ("ValueError: Disk offloading is not supported", 13),
-    ("max abs diff", 14),
-)
 ROW_FOOTNOTES = {"bitsandbytes nf4 text encoder": 5}
 NOT_RUN = "(transformers' own)"
 
@@ -241,7 +275,7 @@ def _superscript(number):
 UPSTREAM_REFUSALS = ("ValueError: The model is quantized with", "ValueError: Disk offloading is not supported")
 
 
-def _side_cell(outcome, flow, refused):
+def _side_cell(outcome, flow, refused, note):
     """One side of a cell: the max abs diff to the reference when right (for `fuse`, the share of the LoRA's effect
     kept and the max abs diff after unfusing), else what went wrong with its footnote."""
     verdict, figure = cell_verdicts(outcome)[flow]
@@ -250,19 +284,22 @@ def _side_cell(outcome, flow, refused):
         diff = f"{max(cell['diffs']):.2g}"
         return f"{cell['retention']:.1%}, {diff}" if "retention" in cell else diff
     word = "refused" if refused or figure.startswith(UPSTREAM_REFUSALS) else {FAILS: "fails"}.get(verdict, verdict)
-    note = next(number for start, number in FOOTNOTES if figure.startswith(start))
     return f"{word}{_superscript(note)}"
 
 
 def docs_table(upstream, patched, flows):
     """docs/parity.md's table of `flows`: `{(backend, flow): "upstream / diffusers-patched"}`, in the table's order."""
+    expected = upstream_not_right(upstream)
     cells = {}
     for name in PARITY:
         for flow in flows:
             if flow not in patched[name].result["cells"]:
                 cells[name, flow] = NOT_RUN
                 continue
-            cells[name, flow] = f"{_side_cell(upstream[name], flow, False)} / {_side_cell(patched[name], flow, True)}"
+            note = expected.get((name, flow), (None, None, None))[2]
+            cells[name, flow] = (
+                f"{_side_cell(upstream[name], flow, False, note)} / {_side_cell(patched[name], flow, True, note)}"
+            )
     return cells
 
 
@@ -287,11 +324,17 @@ def test_the_docs_tables_are_measured(parity_outcomes):
     upstream, patched = parity_outcomes["upstream"], parity_outcomes["patched"]
     repacked = upstream["bitsandbytes nf4 text encoder"].result["repacks_4bit_weights"]
     doc = without_figures((REPO_ROOT / "docs" / "parity.md").read_text())
-    for flows in ([flow for flow in FLOWS if flow not in OFFLOAD_FLOWS], OFFLOAD_FLOWS):
+    tables = []
+    for flows in (
+        [flow for flow in FLOWS if flow not in OFFLOAD_FLOWS + LORA_OFFLOAD_FLOWS],
+        OFFLOAD_FLOWS,
+        LORA_OFFLOAD_FLOWS,
+    ):
         cells = docs_table(upstream, patched, flows)
         print(markdown(cells, flows))
         documented = {
             cell: (text if repacked or cell not in BNB_REPACKED else "wrong¹⁴ / #") for cell, text in cells.items()
         }
-        table = without_figures(markdown(documented, flows))
+        tables.append(without_figures(markdown(documented, flows)))
+    for table in tables:
         assert table in doc, table

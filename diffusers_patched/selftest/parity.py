@@ -9,13 +9,12 @@ one entry of `PARITY`, a tiny Flux transformer through every flow, each flow a c
 - `model round trip`, `pipeline round trip`: `save_pretrained`, then `from_pretrained` of the saved folder (the
   pre-quantized checkpoint a hub repository holds), against the loaded model;
 - `to and from_pipe`: `pipe.to("cpu")`, then `FluxPipeline.from_pipe(pipe)`;
-- `model cpu offload`: `enable_model_cpu_offload(device="cpu")`;
-- `sequential cpu offload`: `enable_sequential_cpu_offload(device="cpu")`;
-- `group offload leaf`, `group offload block`, and both `to disk`: `enable_group_offload(...)` at leaf level and at
-  block level (one block a group), in memory and with `offload_to_disk_path`, each called twice: what the first call
-  leaves behind (a weight a layer repacked, a file written) must not change the second;
+- the offload flows (OFFLOAD_FLOWS), each called twice, since what the first call leaves behind (a weight a layer
+  repacked, a file written) must not change the second: `enable_model_cpu_offload(device="cpu")`,
+  `enable_sequential_cpu_offload(device="cpu")`, `enable_group_offload(...)` at leaf level and at block level (one
+  block a group), in memory and with `offload_to_disk_path`;
 - `lora`: `load_lora_weights`, against the reference with the same LoRA, then `unload_lora_weights()`, against the
-  loaded model;
+  loaded model; `lora, <offload flow>` the same into the pipeline offloaded so, called twice with the LoRA;
 - `fuse`: `load_lora_weights`, `fuse_lora()`, then `unfuse_lora()`: the share of the LoRA's effect on the output the
   fused model keeps (a backend that quantizes the fused weight again rounds some of it away), and the unfused model
   against the one before fusing.
@@ -48,7 +47,17 @@ OFFLOAD_FLOWS = (
     "group offload leaf to disk",
     "group offload block to disk",
 )
-FLOWS = ("load", "model round trip", "pipeline round trip", "to and from_pipe", *OFFLOAD_FLOWS, "lora", "fuse")
+LORA_OFFLOAD_FLOWS = tuple(f"lora, {flow}" for flow in OFFLOAD_FLOWS)
+FLOWS = (
+    "load",
+    "model round trip",
+    "pipeline round trip",
+    "to and from_pipe",
+    *OFFLOAD_FLOWS,
+    "lora",
+    *LORA_OFFLOAD_FLOWS,
+    "fuse",
+)
 
 
 def cell_verdict(cell):
@@ -205,12 +214,26 @@ def _fuse_cell(run, loaded):
     }
 
 
+def _offload(pipe, flow, directory):
+    """Offloads `pipe` as the flow of OFFLOAD_FLOWS says, a group offloading to disk into `directory`."""
+    import torch
+
+    if flow == "model cpu offload":
+        pipe.enable_model_cpu_offload(device="cpu")
+    elif flow == "sequential cpu offload":
+        pipe.enable_sequential_cpu_offload(device="cpu")
+    else:
+        offload_type = "block_level" if "block" in flow else "leaf_level"
+        kwargs = {"num_blocks_per_group": 1} if offload_type == "block_level" else {}
+        if flow.endswith("to disk"):
+            kwargs["offload_to_disk_path"] = str(directory)
+        pipe.enable_group_offload(onload_device=torch.device("cpu"), offload_type=offload_type, **kwargs)
+
+
 def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, save_kwargs=None):
     """The pipeline flows of FLOWS, each on a fresh `load_pipeline()` (a flow that fails must not decide the next one's
     result): `run(pipe)` is the output of its quantized component, `loaded` that output once loaded, `lora()` a LoRA for
     `load_lora_weights` and the output the reference computes with it."""
-    import torch
-
     lora = functools.cache(lora)
 
     def pipeline_round_trip():
@@ -222,26 +245,28 @@ def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, 
         pipe.to("cpu")
         return [run(type(pipe).from_pipe(pipe))], [loaded]
 
-    def model_cpu_offload():
+    def offloaded(flow, directory):
         pipe = load_pipeline()
-        pipe.enable_model_cpu_offload(device="cpu")
-        return [run(pipe)], [loaded]
+        _offload(pipe, flow, workdir / directory)
+        return pipe
 
-    def sequential_cpu_offload():
-        pipe = load_pipeline()
-        pipe.enable_sequential_cpu_offload(device="cpu")
-        return [run(pipe)], [loaded]
-
-    def group_offload(offload_type, to_disk):
-        def offloaded():
-            pipe = load_pipeline()
-            kwargs = {"num_blocks_per_group": 1} if offload_type == "block_level" else {}
-            if to_disk:
-                kwargs["offload_to_disk_path"] = str(workdir / f"offload_{offload_type}")
-            pipe.enable_group_offload(onload_device=torch.device("cpu"), offload_type=offload_type, **kwargs)
+    def offload(flow):
+        def run_flow():
+            pipe = offloaded(flow, flow)
             return [run(pipe), run(pipe)], [loaded, loaded]
 
-        return offloaded
+        return run_flow
+
+    def lora_while_offloaded(flow):
+        def run_flow():
+            lora_state_dict, expected = lora()
+            pipe = offloaded(flow, f"lora {flow}")
+            pipe.load_lora_weights(dict(lora_state_dict))
+            outputs = [run(pipe), run(pipe)]
+            pipe.unload_lora_weights()
+            return [*outputs, run(pipe)], [expected, expected, loaded]
+
+        return run_flow
 
     def pipeline_with_lora():
         lora_state_dict, expected = lora()
@@ -264,13 +289,9 @@ def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, 
     flows = {
         "pipeline round trip": pipeline_round_trip,
         "to and from_pipe": to_and_from_pipe,
-        "model cpu offload": model_cpu_offload,
-        "sequential cpu offload": sequential_cpu_offload,
-        "group offload leaf": group_offload("leaf_level", to_disk=False),
-        "group offload block": group_offload("block_level", to_disk=False),
-        "group offload leaf to disk": group_offload("leaf_level", to_disk=True),
-        "group offload block to disk": group_offload("block_level", to_disk=True),
+        **{flow: offload(flow) for flow in OFFLOAD_FLOWS},
         "lora": with_lora,
+        **{f"lora, {flow}": lora_while_offloaded(flow) for flow in OFFLOAD_FLOWS},
     }
     return {**{flow: _cell(run_flow) for flow, run_flow in flows.items()}, "fuse": _fuse_cell(fused_lora, loaded)}
 
