@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from diffusers_patched.selftest.parity import OFFLOAD_FLOWS, PARITY, parity_breaks
+from diffusers_patched.selftest.parity import FLOWS, PARITY, parity_breaks
 from diffusers_patched.selftest.scenarios import SCENARIOS
 from tests.conftest import PARITY_MODULE, REPO_ROOT, run_python
 from tests.support.assertions import diffs_as_judged
@@ -42,7 +42,7 @@ SIDES = ("upstream", "patched")
 QUANTIZER_SINCE = {"sdnq": "0.40.0", "bfl": "0.42.0"}
 # The parity flows an older release cannot run without an accelerator, the release that can, and how they fail before:
 # until 0.41.0, `ModuleGroup` asks torch for the current accelerator's type, on both sides.
-FLOW_SINCE = {flow: "0.41.0" for flow in OFFLOAD_FLOWS if flow.startswith("group offload")}
+FLOW_SINCE = {flow: "0.41.0" for flow in FLOWS if "group offload" in flow}
 FLOW_LACKING_ERROR = "AttributeError: 'NoneType' object has no attribute 'type'"
 
 
