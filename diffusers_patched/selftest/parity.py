@@ -17,7 +17,7 @@ one entry of `PARITY`, a tiny Flux transformer through every flow, each flow a c
   loaded model; `lora, <offload flow>` the same into the pipeline offloaded so, called twice with the LoRA;
 - `fuse`: `load_lora_weights`, `fuse_lora()`, then `unfuse_lora()`: the share of the LoRA's effect on the output the
   fused model keeps (a backend that quantizes the fused weight again rounds some of it away), and the unfused model
-  against the one before fusing.
+  against the one before fusing; `fuse, <offload flow>` the same in the pipeline offloaded so.
 
 A cell holds the max abs diff to its reference (or the error), and the output itself: the suite asserts that wherever
 upstream is right the patched side is right too, with the same outputs (tests/test_parity.py).
@@ -48,6 +48,7 @@ OFFLOAD_FLOWS = (
     "group offload block to disk",
 )
 LORA_OFFLOAD_FLOWS = tuple(f"lora, {flow}" for flow in OFFLOAD_FLOWS)
+FUSE_OFFLOAD_FLOWS = tuple(f"fuse, {flow}" for flow in OFFLOAD_FLOWS)
 FLOWS = (
     "load",
     "model round trip",
@@ -57,6 +58,7 @@ FLOWS = (
     "lora",
     *LORA_OFFLOAD_FLOWS,
     "fuse",
+    *FUSE_OFFLOAD_FLOWS,
 )
 
 
@@ -279,6 +281,19 @@ def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, 
         pipe.unload_lora_weights()
         return [output, run(pipe)], [expected, loaded]
 
+    def fused_lora_while_offloaded(flow):
+        def run_flow():
+            lora_state_dict, expected = lora()
+            pipe = offloaded(flow, f"fuse {flow}")
+            pipe.load_lora_weights(dict(lora_state_dict))
+            unfused = run(pipe)
+            pipe.fuse_lora()
+            fused = run(pipe)
+            pipe.unfuse_lora()
+            return fused, unfused, run(pipe), expected
+
+        return run_flow
+
     def fused_lora():
         pipe, unfused, expected = pipeline_with_lora()
         pipe.fuse_lora()
@@ -293,7 +308,11 @@ def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, 
         "lora": with_lora,
         **{f"lora, {flow}": lora_while_offloaded(flow) for flow in OFFLOAD_FLOWS},
     }
-    return {**{flow: _cell(run_flow) for flow, run_flow in flows.items()}, "fuse": _fuse_cell(fused_lora, loaded)}
+    return {
+        **{flow: _cell(run_flow) for flow, run_flow in flows.items()},
+        "fuse": _fuse_cell(fused_lora, loaded),
+        **{f"fuse, {flow}": _fuse_cell(fused_lora_while_offloaded(flow), loaded) for flow in OFFLOAD_FLOWS},
+    }
 
 
 def _loaded(load, output):

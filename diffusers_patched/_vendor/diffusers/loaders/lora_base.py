@@ -624,6 +624,8 @@ def _restore_accelerate_hooks(removed, models, weights_changed=False):
     LoRA layers) to run on the execution device of the hooked module nearest to them. With `weights_changed` (e.g. a
     LoRA was fused into them), the hooks offload the weights as they are now.
     """
+    from ..quantizers.bitsandbytes import make_bnb_offload_safe
+
     restored = {}
     for entry in removed:
         module, hook = entry["module"], entry["hook"]
@@ -631,6 +633,8 @@ def _restore_accelerate_hooks(removed, models, weights_changed=False):
         if not unchanged:
             # The loader changed the module's tensors (e.g. resized an embedding): offload them as they are now.
             hook = _with_new_weights_map(hook)
+            # A LoRA fused into a 4-bit weight gives it new quantization statistics, to keep through the hooks too.
+            make_bnb_offload_safe(module)
         add_hook_to_module(module, hook)
         if unchanged:
             for align_hook, original_devices in entry["original_devices"].items():

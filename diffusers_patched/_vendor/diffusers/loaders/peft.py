@@ -187,6 +187,10 @@ def _maybe_restore_quantized_base_weight(module):
             base_layer.quant_state = weight.quant_state
         if weight.device != base_layer.weight.device:
             weight = weight.to(base_layer.weight.device)
+        if not isinstance(weight, torch.nn.Parameter):
+            # Removing accelerate's offload hooks (to fuse into the weights they keep) puts a TorchAO weight back as a
+            # tensor, which the layer cannot hold as its `weight` parameter.
+            weight = torch.nn.Parameter(weight, requires_grad=False)
         base_layer.weight = weight
 
 

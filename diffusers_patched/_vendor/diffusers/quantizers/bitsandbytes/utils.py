@@ -439,6 +439,10 @@ def make_bnb_offload_safe(model: "torch.nn.Module") -> int:
         )
 
     for param, name in weights:
+        # PEFT's 4-bit merge writes `requires_grad` into the `__dict__` of the weight it merges into, which accelerate
+        # passes to `Params4bit` besides its own `requires_grad` when its hooks rebuild the weight ("got multiple
+        # values for keyword argument 'requires_grad'"): the weight PEFT unmerges back to still has it.
+        param.__dict__.pop("requires_grad", None)
         state = param.quant_state
         if type(state) not in (bnb.functional.QuantState, _OffloadSafeQuantState):
             raise TypeError(
