@@ -218,18 +218,12 @@ def _fuse_cell(run, loaded):
 
 def _offload(pipe, flow, directory):
     """Offloads `pipe` as the flow of OFFLOAD_FLOWS says, a group offloading to disk into `directory`."""
-    import torch
+    from .tiny_pipelines import apply_offload_mode
 
-    if flow == "model cpu offload":
-        pipe.enable_model_cpu_offload(device="cpu")
-    elif flow == "sequential cpu offload":
-        pipe.enable_sequential_cpu_offload(device="cpu")
-    else:
-        offload_type = "block_level" if "block" in flow else "leaf_level"
-        kwargs = {"num_blocks_per_group": 1} if offload_type == "block_level" else {}
-        if flow.endswith("to disk"):
-            kwargs["offload_to_disk_path"] = str(directory)
-        pipe.enable_group_offload(onload_device=torch.device("cpu"), offload_type=offload_type, **kwargs)
+    mode = {"model cpu offload": "model", "sequential cpu offload": "sequential"}.get(flow)
+    if mode is None:
+        mode = "group-block" if "block" in flow else "group-leaf"
+    apply_offload_mode(pipe, mode, directory if flow.endswith("to disk") else None)
 
 
 def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, save_kwargs=None):

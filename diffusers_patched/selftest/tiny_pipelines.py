@@ -1273,7 +1273,8 @@ def nudge_weights(model):
 
 
 def apply_offload_mode(pipe, mode, offload_dir):
-    """Offload `pipe` on the CPU in `mode` (OFFLOAD_MODES), the group modes to disk in `offload_dir`."""
+    """Offload `pipe` on the CPU in `mode` (OFFLOAD_MODES), the group modes to disk in `offload_dir` (in memory when it
+    is None)."""
     import torch
 
     if mode == "sequential":
@@ -1285,7 +1286,7 @@ def apply_offload_mode(pipe, mode, offload_dir):
             onload_device=torch.device("cpu"),
             offload_type={"group-leaf": "leaf_level", "group-block": "block_level"}[mode],
             num_blocks_per_group=1,
-            offload_to_disk_path=str(offload_dir),
+            offload_to_disk_path=None if offload_dir is None else str(offload_dir),
         )
 
 
