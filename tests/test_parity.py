@@ -122,7 +122,8 @@ UPSTREAM_NOT_RIGHT = {
     **{(name, f"lora, {flow}"): (error, "fixed", 4) for name, error in _PACKED_LORA.items() for flow in OFFLOAD_FLOWS},
     **{
         ("bitsandbytes nf4 text encoder", f"lora, {flow}"): (_BNB_CAST, "fixed", 6)
-        for flow in OFFLOAD_FLOWS[:1] + OFFLOAD_FLOWS[2:]
+        for flow in OFFLOAD_FLOWS
+        if flow != "sequential cpu offload"
     },
     # local-bnb-4bit-statistics-survive-offload-hooks: loading a LoRA takes the hooks off, and 4-bit statistics
     # offloaded to `meta` with them do not come back (the forwardable refuse-to-sequentially-offload-bnb-4bit-weights
