@@ -253,33 +253,24 @@ def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, 
 
         return run_flow
 
-    def lora_while_offloaded(flow):
+    def pipeline_with_lora(flow, directory):
+        lora_state_dict, expected = lora()
+        pipe = load_pipeline() if flow is None else offloaded(flow, directory)
+        pipe.load_lora_weights(dict(lora_state_dict))
+        return pipe, expected
+
+    def with_lora(flow=None):
         def run_flow():
-            lora_state_dict, expected = lora()
-            pipe = offloaded(flow, f"lora {flow}")
-            pipe.load_lora_weights(dict(lora_state_dict))
+            pipe, expected = pipeline_with_lora(flow, f"lora {flow}")
             outputs = [run(pipe), run(pipe)]
             pipe.unload_lora_weights()
             return [*outputs, run(pipe)], [expected, expected, loaded]
 
         return run_flow
 
-    def pipeline_with_lora():
-        lora_state_dict, expected = lora()
-        pipe = load_pipeline()
-        pipe.load_lora_weights(dict(lora_state_dict))
-        return pipe, run(pipe), expected
-
-    def with_lora():
-        pipe, output, expected = pipeline_with_lora()
-        pipe.unload_lora_weights()
-        return [output, run(pipe)], [expected, loaded]
-
-    def fused_lora_while_offloaded(flow):
+    def fused_lora(flow=None):
         def run_flow():
-            lora_state_dict, expected = lora()
-            pipe = offloaded(flow, f"fuse {flow}")
-            pipe.load_lora_weights(dict(lora_state_dict))
+            pipe, expected = pipeline_with_lora(flow, f"fuse {flow}")
             unfused = run(pipe)
             pipe.fuse_lora()
             fused = run(pipe)
@@ -288,24 +279,17 @@ def _pipeline_flows(workdir, load_pipeline, reload_pipeline, run, loaded, lora, 
 
         return run_flow
 
-    def fused_lora():
-        pipe, unfused, expected = pipeline_with_lora()
-        pipe.fuse_lora()
-        fused = run(pipe)
-        pipe.unfuse_lora()
-        return fused, unfused, run(pipe), expected
-
     flows = {
         "pipeline round trip": pipeline_round_trip,
         "to and from_pipe": to_and_from_pipe,
         **{flow: offload(flow) for flow in OFFLOAD_FLOWS},
-        "lora": with_lora,
-        **{f"lora, {flow}": lora_while_offloaded(flow) for flow in OFFLOAD_FLOWS},
+        "lora": with_lora(),
+        **{f"lora, {flow}": with_lora(flow) for flow in OFFLOAD_FLOWS},
     }
     return {
         **{flow: _cell(run_flow) for flow, run_flow in flows.items()},
-        "fuse": _fuse_cell(fused_lora, loaded),
-        **{f"fuse, {flow}": _fuse_cell(fused_lora_while_offloaded(flow), loaded) for flow in OFFLOAD_FLOWS},
+        "fuse": _fuse_cell(fused_lora(), loaded),
+        **{f"fuse, {flow}": _fuse_cell(fused_lora(flow), loaded) for flow in OFFLOAD_FLOWS},
     }
 
 
