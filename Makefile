@@ -99,12 +99,13 @@ export-patches: $(STAMP)
 verify-prs: $(STAMP)
 	$(CLI) verify-prs $(if $(UPSTREAM_REPO),--upstream-repo $(UPSTREAM_REPO))
 
-# RELEASE=X.Y.Z: another supported release (build/series-X.Y.Z), to write its backports.
+# RELEASE=X.Y.Z: another supported release (build/series-X.Y.Z), to write its backports. PR=NAME: an upstream PR of
+# patches/prs.json (build/pr-NAME), to write the standalone copies of its patches that conflict without other PRs.
 edit: $(STAMP)
-	$(CLI) edit $(if $(RELEASE),--release $(RELEASE))
+	$(CLI) edit $(if $(RELEASE),--release $(RELEASE)) $(if $(PR),--pr $(PR))
 
 refresh: $(STAMP)
-	$(CLI) refresh $(if $(RELEASE),--release $(RELEASE))
+	$(CLI) refresh $(if $(RELEASE),--release $(RELEASE)) $(if $(PR),--pr $(PR))
 
 # After a patch was added or changed: every other release's record follows, or what it needs is listed.
 refresh-releases: $(STAMP)

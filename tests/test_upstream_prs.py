@@ -6,6 +6,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 
 import pytest
 
@@ -106,6 +107,43 @@ def test_a_pr_that_no_longer_applies_without_an_undeclared_dependency(project, t
     )
 
 
+def test_standalone_copies_are_of_the_series_patch_as_it_is_and_recorded(project):
+    prs = json.loads((project.patches_dir / "prs.json").read_text())
+    pr = pr_named(prs, "save-lora-adapter-offloaded")
+    (name,) = pr["standalone"]
+    assert upstream_prs.lint_standalone(project, prs) == []
+    pr["standalone"][name] = "0" * 64
+    (project.standalone_dir / "orphan.patch").write_text("a copy of no PR's patch\n")
+    assert upstream_prs.lint_standalone(project, prs) == [
+        f"patches/standalone/{name} was written from an earlier state of the series' {name}, which changed the lines "
+        "it adds or removes since; run `make edit PR=save-lora-adapter-offloaded`, resolve the conflicts, then "
+        "`make refresh PR=save-lora-adapter-offloaded`",
+        "patches/standalone/orphan.patch is the standalone copy of no PR's patch in patches/prs.json; delete it",
+    ]
+
+
+def test_a_pr_without_its_standalone_copy_and_one_with_a_copy_it_does_not_need(project, tmp_path):
+    """The copy is what lets a PR apply without the PRs it conflicts with; a copy the series' patch would give is
+    refused."""
+    prs = json.loads((project.patches_dir / "prs.json").read_text())
+    offloaded = pr_named(prs, "save-lora-adapter-offloaded")
+    for name in offloaded.pop("standalone"):
+        (project.standalone_dir / name).unlink()
+    device = pr_named(prs, "sequential-offload-device")
+    (name,) = device["patches"]
+    shutil.copy(project.patches_dir / name, project.standalone_dir / name)
+    device["standalone"] = {name: patches.changed_lines_digest((project.patches_dir / name).read_text())}
+    (project.patches_dir / "prs.json").write_text(json.dumps(prs))
+    with pytest.raises(ToolError) as error:
+        upstream_prs.check_prs(project, tmp_path / "prs")
+    message = str(error.value)
+    assert (
+        "PR save-lora-adapter-offloaded: save-lora-adapters-of-offloaded-models.patch does not `git am` onto pristine "
+        "diffusers after the PRs it depends on" in message
+    )
+    assert f"patches/standalone/{name} is unnecessary: the series' {name} applies after the PRs" in message
+
+
 @pytest.fixture
 def maintainer(monkeypatch):
     """The identity git has for whoever runs the export, as a maintainer's configuration would give it."""
@@ -157,9 +195,11 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
         assert folder == [f"{pr['name']}/{n:04d}-{name}" for n, name in enumerate(pr["patches"], 1)]
         for number, name in enumerate(pr["patches"], 1):
             # The series' patch by the maintainer, its DEP-3 trailer block (the series' records) left out, and its
-            # diff as it applies after the PR's dependencies: the same changes, in the context of the PR's base.
+            # diff as it applies after the PR's dependencies: the same changes, in the context of the PR's base; or,
+            # where it conflicts without other PRs, its standalone copy's changes.
             submitted = written[f"{pr['name']}/{number:04d}-{name}"].decode()
-            series_patch = (REPO_ROOT / "patches" / name).read_text()
+            standalone = name in pr_named(PRS, pr["name"]).get("standalone", {})
+            series_patch = (REPO_ROOT / "patches" / ("standalone" if standalone else "") / name).read_text()
             message, diff = series_patch.split("\ndiff --git ", 1)
             body, trailers = message.rstrip("\n").rsplit("\n\n", 1)
             assert "Forwarded: " in trailers
@@ -192,6 +232,13 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
     assert "NotImplementedError: Cannot copy out of meta tensor; no data!" in save_pr_md
     assert "With this PR:\n\n```\nthe reloaded model computes the saved one's outputs: True\n```" in save_pr_md
     assert "open ISSUE.md (beside this file) first" in save_pr_md
+    # A PR that changes lines another PR changes too is written against the release without it, and says so.
+    offloaded_pr_md = written["save-lora-adapter-offloaded/PR.md"].decode()
+    assert (
+        "whichever merges second needs a rebase onto the other:\n\n- `save-lora-adapter-quantized` ("
+        in offloaded_pr_md
+    )
+    assert "save-lora-adapter-quantized" not in pr_named(summary, "save-lora-adapter-offloaded")["depends_on"]
     upstream_prs.export_prs(project, out)
     assert snapshot(out) == written
     # In the series, restore-accelerate-hooks' patch holds lora-quantized-text-encoder-dtype's lines as context; its

@@ -14,8 +14,9 @@ COMMANDS = {
     "export": "write the upstream-ready patches (not the `Forwarded: not-needed` ones), verified, and one folder per PR",
     "verify-prs": "on pristine upstream, each PR after its dependencies: applies, lints, its tests fail then pass",
     "rewritten": "the lines a patch adds that a later patch rewrites (a final design adds each line once), per pair",
-    "edit": "make build/series (--release X: build/series-X): pristine + series as git commits to change",
-    "refresh": "rewrite patches and vendored tree from the commits in build/series (--release X: X's backports)",
+    "edit": "make build/series (--release X: build/series-X; --pr P: build/pr-P): pristine + series as git commits",
+    "refresh": "rewrite patches and vendored tree from build/series (--release X: X's backports; --pr P: P's standalone "
+    "copies)",
     "refresh-releases": "replay the series onto every other supported release and rewrite their records",
     "add-release": "support another diffusers release: record its sdist; the series is replayed onto it",
     "wheels": "build one wheel per supported release (or --release X) and SHA256SUMS into --out",
@@ -72,6 +73,15 @@ def run(args):
         if failing:
             raise ToolError(f"{total}; failing: {', '.join(failing)}")
         return total
+    if getattr(args, "pr", None) and args.command == "edit":
+        conflict = upstream_prs.edit_pr(project, args.pr)
+        return conflict or (
+            f"{project.pr_work_dir(args.pr)} holds pristine diffusers, the PRs {args.pr} depends on (tag "
+            f"`dependencies`) and its own patches as commits. Change them there, then run `make refresh PR={args.pr}`."
+        )
+    if getattr(args, "pr", None) and args.command == "refresh":
+        names = upstream_prs.refresh_pr(project, args.pr)
+        return f"PR {args.pr}: standalone copies of {', '.join(names) or 'none'}; patches/prs.json rewritten"
     another_release = getattr(args, "release", None) not in (None, project.read_base()["version"])
     if args.command == "edit" and another_release:
         plan = releases.edit_release(project, args.release)
@@ -149,6 +159,7 @@ def main(argv=None):
             command.add_argument("version")
         if name in ("edit", "refresh"):
             command.add_argument("--release", help="another supported diffusers release (default: the primary)")
+            command.add_argument("--pr", help="an upstream PR of patches/prs.json: its standalone copies")
         if name == "wheels":
             command.add_argument("--out", type=Path, default=Path("dist"))
             command.add_argument("--release", action="append", help="only this release (repeatable)")

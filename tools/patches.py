@@ -54,11 +54,15 @@ class Project:
         self.releases_file = self.patches_dir / "releases.json"
         self.backports_dir = self.patches_dir / "backports"
         self.upstream_fixes_dir = self.patches_dir / "upstream"
+        self.standalone_dir = self.patches_dir / "standalone"
         self.work_dir = self.root / "build" / "series"
         self.rebase_dir = self.root / "build" / "rebase"
 
     def release_work_dir(self, version):
         return self.root / "build" / f"series-{version}"
+
+    def pr_work_dir(self, name):
+        return self.root / "build" / f"pr-{name}"
 
     def read_base(self):
         try:

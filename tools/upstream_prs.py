@@ -23,6 +23,7 @@ from . import ToolError, drafts
 from .git import git, run_isolated
 from .patches import (
     AM_FLAGS,
+    changed_lines_digest,
     export_commit,
     lint_style,
     patch_hunks,
@@ -30,6 +31,7 @@ from .patches import (
     scratch_checkout,
     series_commits,
 )
+from .releases import replays_cleanly
 from .series import check_copies, export_patches
 from .upstream import UPSTREAM
 
@@ -57,6 +59,55 @@ def read_prs(project):
     if not path.exists():
         raise ToolError(f"{path} is missing: it groups the forwardable patches into upstream PRs (patches/README.md).")
     return json.loads(path.read_text())
+
+
+def write_prs(project, prs):
+    (project.patches_dir / PRS_FILE).write_text(json.dumps(prs, indent=2) + "\n")
+
+
+def pr_patch(project, pr, name, applied):
+    """The file PR `pr` applies for its patch `name` where the PRs `applied` are applied too: the standalone copy
+    (patches/standalone/), written against pristine and the PRs `pr` depends on, where the series' patch conflicts
+    without the PRs it `conflicts_with` and none of them is applied; else the series' patch, written after them."""
+    if name in pr.get("standalone", {}) and applied.isdisjoint(pr.get("conflicts_with", {})):
+        return project.standalone_dir / name
+    return project.patches_dir / name
+
+
+def lint_standalone(project, prs):
+    """Problems of the standalone copies: `standalone` maps each to the `changed_lines_digest` of the series' patch it
+    was written from, so a copy of an earlier state of its patch is refused, as is a copy no PR records; `conflicts_with`
+    names the PRs whose changes the series' patch meets (PR name -> why), which PR.md lists."""
+    problems = []
+    names = {pr["name"] for pr in prs}
+    recorded = set()
+    for pr in prs:
+        where = f"patches/{PRS_FILE}: PR {pr['name']}"
+        remedy = f"run `make edit PR={pr['name']}`, resolve the conflicts, then `make refresh PR={pr['name']}`"
+        problems += [
+            f"{where} conflicts with {other}, which is no PR"
+            for other in pr.get("conflicts_with", {})
+            if other not in names
+        ]
+        for name, digest in pr.get("standalone", {}).items():
+            recorded.add(name)
+            path = project.standalone_dir / name
+            if name not in pr["patches"]:
+                problems.append(f"{where} records a standalone copy of {name}, a patch it does not hold")
+            elif not path.exists():
+                problems.append(f"{where} records patches/standalone/{name}, which is missing; {remedy}")
+            elif digest != changed_lines_digest((project.patches_dir / name).read_text()):
+                problems.append(
+                    f"patches/standalone/{name} was written from an earlier state of the series' {name}, which "
+                    f"changed the lines it adds or removes since; {remedy}"
+                )
+    stored = sorted(project.standalone_dir.glob("*.patch")) if project.standalone_dir.is_dir() else []
+    problems += [
+        f"patches/standalone/{path.name} is the standalone copy of no PR's patch in patches/{PRS_FILE}; delete it"
+        for path in stored
+        if path.name not in recorded
+    ]
+    return problems
 
 
 def lint_prs(prs, entries, local_only):
@@ -137,41 +188,129 @@ def dependency_order(prs, name):
     return order
 
 
-def apply_pr(project, repo, prs, pr, entries):
+def apply_pr(project, repo, prs, pr, entries, editing=False):
     """Reset `repo` to pristine, `git am` the PRs `pr` depends on (tag `dependencies`), then `pr`'s own patches.
 
     `git am --3way`: a series patch's context may hold lines that patches of other PRs add next to its own, which the
-    3-way merge leaves out; where the changes touch, it fails and the PR depends on the other. `export_prs` writes the
-    PR's commits as they apply here, which `git am` onto the dependencies without a merge. Returns the problem, naming
-    the PR and the patch, or None."""
+    3-way merge leaves out; where the changes touch, it fails, and the PR depends on the other or applies its
+    standalone copy (`pr_patch`). `export_prs` writes the PR's commits as they apply here, which `git am` onto the
+    dependencies without a merge. `editing` (`edit_pr`) applies the PR's own series patches and leaves a conflict to
+    resolve. Returns the problem, naming the PR and the patch, or None."""
     git(repo, "reset", "--quiet", "--hard", "pristine")
     # Bytecode caches are kept: Python recompiles what a reset changes, and each PR's tests import diffusers anew.
     git(repo, "clean", "-fdxq", "--exclude=__pycache__")
     by_name = {candidate["name"]: candidate for candidate in prs}
     order = dependency_order(prs, pr["name"])
-    # (patch, its PR): the dependencies' patches, then the PR's own, each run of them by one `git am`.
+    # (patch file, its PR): the dependencies' patches in series order, then the PR's own, each run by one `git am`.
     dependencies = [
-        (patch, name) for name in order[:-1] for patch in sorted(by_name[name]["patches"], key=entries.index)
+        (pr_patch(project, by_name[name], patch, set(order)), name)
+        for patch, name in sorted(
+            ((patch, name) for name in order[:-1] for patch in by_name[name]["patches"]),
+            key=lambda item: entries.index(item[0]),
+        )
     ]
-    own = [(patch, pr["name"]) for patch in sorted(pr["patches"], key=entries.index)]
+    own = [
+        (project.patches_dir / patch if editing else pr_patch(project, pr, patch, set(order)), pr["name"])
+        for patch in sorted(pr["patches"], key=entries.index)
+    ]
     for run in (dependencies, own):
         if run is own:
             git(repo, "tag", "--force", "dependencies")
         if not run:
             continue
-        result = git(
-            repo, "am", *AM_FLAGS, "--3way", *(str(project.patches_dir / patch) for patch, _ in run), check=False
-        )
+        result = git(repo, "am", *AM_FLAGS, "--3way", *(str(patch) for patch, _ in run), check=False)
         if result.returncode != 0:
             patch, name = run[int((repo / ".git" / "rebase-apply" / "next").read_text()) - 1]
+            if editing and run is own:
+                return (
+                    f"PR {pr['name']}: {patch.name} conflicts without the PRs it does not depend on:\n"
+                    f"{result.stderr.strip()}\nResolve the conflicts in {repo} (edit, `git add`, `git am --continue`), "
+                    f"then run `make refresh PR={pr['name']}`."
+                )
             git(repo, "am", "--abort", check=False)
             after = f" after the PRs it depends on ({', '.join(pr['depends_on'])})" if pr["depends_on"] else ""
             return (
-                f"PR {pr['name']}: {patch}{f' (of PR {name})' if name != pr['name'] else ''} does not `git am` "
-                f"onto pristine {UPSTREAM}{after}; declare the PR it needs in `depends_on` of patches/{PRS_FILE}."
+                f"PR {pr['name']}: {patch.name}{f' (of PR {name})' if name != pr['name'] else ''} does not `git am` "
+                f"onto pristine {UPSTREAM}{after}; declare the PR it needs in `depends_on` of patches/{PRS_FILE}, "
+                f"or write its standalone copy (`make edit PR={pr['name']}`)."
                 f"\n{result.stderr.strip()}"
             )
     return None
+
+
+def _own_commits(repo, pr, entries):
+    """(patch, commit) of `pr`'s own patches as applied in `repo` after tag `dependencies`."""
+    commits = git(repo, "rev-list", "--reverse", "dependencies..HEAD").stdout.split()
+    return list(zip(sorted(pr["patches"], key=entries.index), commits))
+
+
+def standalone_problems(project, repo, pr, entries):
+    """Problems of `pr`'s standalone copies as applied in `repo` (`apply_pr`): a copy the series' patch would give
+    there is unnecessary, and a copy must be what a re-export of its commit writes."""
+    remedy = f"run `make edit PR={pr['name']}` then `make refresh PR={pr['name']}` to rewrite it"
+    problems = []
+    for name, commit in _own_commits(repo, pr, entries):
+        if name not in pr.get("standalone", {}):
+            continue
+        if replays_cleanly(repo, commit, project.patches_dir / name):
+            problems.append(
+                f"patches/standalone/{name} is unnecessary: the series' {name} applies after the PRs {pr['name']} "
+                f"depends on; {remedy} (refresh deletes it)."
+            )
+        elif export_commit(repo, commit) != (project.standalone_dir / name).read_bytes():
+            problems.append(f"patches/standalone/{name}: a re-export differs from the committed file; {remedy}.")
+    return problems
+
+
+def _pr_named(prs, name):
+    for pr in prs:
+        if pr["name"] == name:
+            return pr
+    raise ToolError(f"no PR named {name} in patches/{PRS_FILE}")
+
+
+def edit_pr(project, name):
+    """build/pr-<name>: pristine with the PRs `name` depends on (tag `dependencies`), then its own series patches, to
+    write its standalone copies; returns the conflict to resolve there, or None."""
+    repo = project.pr_work_dir(name)
+    shutil.rmtree(repo, ignore_errors=True)
+    entries = scratch_checkout(project, repo)
+    prs = read_prs(project)
+    return apply_pr(project, repo, prs, _pr_named(prs, name), entries, editing=True)
+
+
+def refresh_pr(project, name):
+    """Write PR `name`'s standalone copies from build/pr-<name> (`edit_pr`, its conflicts resolved): one for each of
+    its commits there that the series' patch does not give, recorded in patches/prs.json; returns their names."""
+    repo = project.pr_work_dir(name)
+    if not repo.is_dir():
+        raise ToolError(f"{repo} is missing: run `make edit PR={name}` first")
+    if (repo / ".git" / "rebase-apply").exists():
+        raise ToolError(
+            f"`git am` is under way in {repo}: resolve, `git add`, `git am --continue`, then refresh again"
+        )
+    prs = read_prs(project)
+    pr = _pr_named(prs, name)
+    commits = _own_commits(repo, pr, project.read_series())
+    if len(commits) != len(pr["patches"]):
+        raise ToolError(
+            f"{repo} holds {len(commits)} commit(s) after `dependencies`; PR {name} has {len(pr['patches'])}"
+        )
+    standalone = {}
+    for patch, commit in commits:
+        series_patch = project.patches_dir / patch
+        path = project.standalone_dir / patch
+        if replays_cleanly(repo, commit, series_patch):
+            path.unlink(missing_ok=True)
+            continue
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(export_commit(repo, commit))
+        standalone[patch] = changed_lines_digest(series_patch.read_text())
+    pr.pop("standalone", None)
+    if standalone:
+        pr["standalone"] = standalone
+    write_prs(project, prs)
+    return sorted(standalone)
 
 
 def check_prs(project, repo, applied=None):
@@ -183,13 +322,15 @@ def check_prs(project, repo, applied=None):
     local_only = [name for name in entries if metadata[name]["forwarded"] == "not-needed"]
     prs = read_prs(project)
     problems = lint_prs(prs, entries, local_only) + drafts.lint_drafts(project, prs)
+    problems += [] if problems else lint_standalone(project, prs)
     for pr in prs if not problems else []:
         problem = apply_pr(project, repo, prs, pr, entries)
         if problem:
             problems.append(problem)
-        elif applied is not None:
-            commits = git(repo, "rev-list", "--reverse", "dependencies..HEAD").stdout.split()
-            applied[pr["name"]] = [export_commit(repo, commit) for commit in commits]
+            continue
+        problems += standalone_problems(project, repo, pr, entries)
+        if applied is not None:
+            applied[pr["name"]] = [export_commit(repo, commit) for _, commit in _own_commits(repo, pr, entries)]
     if problems:
         raise ToolError("\n".join(problems))
     return prs, metadata
@@ -320,6 +461,14 @@ def render_pr(project, pr, prs, patches, metadata, fixes):
         lines += [f"- `{name}` ({titles[name]}): {why}" for name, why in pr["depends_on"].items()]
     else:
         lines.append(f"None: it applies alone onto diffusers v{version}.")
+    if pr.get("conflicts_with"):
+        lines += [
+            "",
+            "It changes lines that these PRs change too. It is written against `main` without them; whichever merges "
+            "second needs a rebase onto the other:",
+            "",
+        ]
+        lines += [f"- `{name}` ({titles[name]}): {why}" for name, why in pr["conflicts_with"].items()]
     tests = [path for path in files if _is_test_file(path)]
     base = f"v{version}" + (f" with {', '.join(dependency_order(prs, pr['name'])[:-1])}" if pr["depends_on"] else "")
     lines += [
