@@ -201,16 +201,17 @@ def apply_pr(project, repo, prs, pr, entries, editing=False):
     git(repo, "clean", "-fdxq", "--exclude=__pycache__")
     by_name = {candidate["name"]: candidate for candidate in prs}
     order = dependency_order(prs, pr["name"])
+    applied = set(order)
     # (patch file, its PR): the dependencies' patches in series order, then the PR's own, each run by one `git am`.
     dependencies = [
-        (pr_patch(project, by_name[name], patch, set(order)), name)
+        (pr_patch(project, by_name[name], patch, applied), name)
         for patch, name in sorted(
             ((patch, name) for name in order[:-1] for patch in by_name[name]["patches"]),
             key=lambda item: entries.index(item[0]),
         )
     ]
     own = [
-        (project.patches_dir / patch if editing else pr_patch(project, pr, patch, set(order)), pr["name"])
+        (project.patches_dir / patch if editing else pr_patch(project, pr, patch, applied), pr["name"])
         for patch in sorted(pr["patches"], key=entries.index)
     ]
     for run in (dependencies, own):
