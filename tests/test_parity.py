@@ -195,8 +195,8 @@ UPSTREAM_NOT_RIGHT.update(
         },
         ("sdnq int8", "fuse, group offload block to disk"): (_DATA_SET, "refused", 16),
         ("bfl fp8r", "fuse, group offload block to disk"): ("KeyError: 'tensor_", "refused", 16),
-        # fuse-lora-into-offloaded-weights refuses GGUF weights under accelerate's hooks; fuses into them otherwise.
-        ("gguf Q8_0", "fuse, sequential cpu offload"): ("KeyError: None", "refused", 11),
+        # fuse-lora-into-offloaded-weights takes accelerate's hooks off to fuse into the GGUF weights they hold.
+        ("gguf Q8_0", "fuse, sequential cpu offload"): ("KeyError: None", "fixed", 18),
         **{
             ("gguf Q8_0", f"fuse, {flow}"): (UPSTREAM_NOT_RIGHT["gguf Q8_0", "fuse"][0], "fixed", 9)
             for flow in ("group offload leaf", "group offload block", "group offload leaf to disk")
@@ -239,7 +239,6 @@ REFUSED_FUSE = "ValueError: Cannot fuse LoRA into `transformer_blocks.0.attn.to_
 REFUSED_QUANTO_SEQUENTIAL = (
     "ValueError: Cannot sequentially offload `transformer` (FluxTransformer2DModel): accelerate's offload hooks"
 )
-REFUSED_GGUF_FUSE = "ValueError: Cannot fuse LoRA into `blocks.0.attn1.to_q`: its GGUF-quantized weight is offloaded"
 PATCHED_OTHERWISE = {
     **{
         (name, flow): (FAILS, REFUSED_FUSE, 7)
@@ -260,7 +259,6 @@ PATCHED_OTHERWISE = {
         for flow in DISK_FLOWS
         for prefix in ("", "lora, ", "fuse, ")
     },
-    ("gguf Q8_0", "fuse, sequential cpu offload"): (FAILS, REFUSED_GGUF_FUSE, 18),
 }
 
 

@@ -816,13 +816,12 @@ class PeftAdapterMixin:
 
         from peft.tuners.tuners_utils import BaseTunerLayer
 
-        # GGUF weights are dequantized to fuse LoRAs into them (see `_fuse_lora_apply`); an offloaded one, left on the
-        # meta device, cannot be. Checked before fusing any layer.
+        # PEFT adds the LoRA to the stored weight: one stored as plain int8, packed bytes or float8 values (SDNQ, BFL
+        # fp8 and nvfp4, layerwise casting) cannot take it. Checked before fusing any layer, so that fusing does not
+        # stop after changing others.
         for name, module in self.named_modules():
             if isinstance(module, BaseTunerLayer):
                 weight = getattr(module.get_base_layer(), "weight", None)
-                # PEFT adds the LoRA to the stored weight: one stored as plain int8, packed bytes or float8 values (SDNQ,
-                # BFL fp8 and nvfp4, layerwise casting) cannot take it, and fusing would stop after changing other layers.
                 if type(weight) in (torch.Tensor, torch.nn.Parameter) and (
                     not weight.dtype.is_floating_point or weight.dtype.itemsize < 2
                 ):
@@ -830,12 +829,6 @@ class PeftAdapterMixin:
                         f"Cannot fuse LoRA into `{name}`: its weight is stored as {weight.dtype}, which a LoRA cannot be "
                         "added to. Use the LoRA without fusing it, or fuse it before quantizing the model or enabling "
                         "layerwise casting."
-                    )
-                if weight.__class__.__name__ == "GGUFParameter" and weight.is_meta:
-                    raise ValueError(
-                        f"Cannot fuse LoRA into `{name}`: its GGUF-quantized weight is offloaded (on the meta device). "
-                        "Fuse the LoRA before enabling offloading, e.g. call `fuse_lora()` before "
-                        "`enable_sequential_cpu_offload()`."
                     )
 
         from .lora_base import _fusing_into_offloaded_weights
