@@ -39,6 +39,7 @@ LEFT_OUT_TOGETHER = {
     "fuse-lora-into-offloaded-weights.patch": [
         "fuse-lora-into-quanto-quantized-weights.patch",
         "unfuse-lora-restores-requantized-weights.patch",
+        "refuse-to-fuse-lora-into-low-precision-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
         "unfuse-lora-from-offloaded-torchao-weights.patch",
         "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
@@ -87,6 +88,7 @@ LEFT_OUT_TOGETHER = {
         "fuse-lora-into-quanto-quantized-weights.patch",
         "textual-inversion-on-offloaded-text-encoders.patch",
         "unfuse-lora-restores-requantized-weights.patch",
+        "refuse-to-fuse-lora-into-low-precision-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
         "load-ip-adapters-into-offloaded-and-quantized-unets.patch",
         "keep-the-hooks-registered-after-accelerate-hooks.patch",
