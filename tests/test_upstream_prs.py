@@ -206,14 +206,16 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
             submitted_message, submitted_diff = submitted.split("\ndiff --git ", 1)
             assert submitted_message == re.sub(r"(?m)^From: .*(\n .*)?$", f"From: {maintainer}", body, count=1) + "\n"
             assert changed_lines(submitted_diff) == changed_lines(diff)
+    assert pr_named(summary, "pipeline-bnb-components-run-on-cpu")["fixes"] == [12719]
     cpu_budget = pr_named(summary, "pipeline-device-map-cpu-budget")
-    assert cpu_budget["fixes"] == [12719]
     assert cpu_budget["depends_on"] == ["pipeline-device-map-quantized-sizes", "pipeline-device-map-cpu-components"]
+    assert (
+        "- `pipeline-device-map-cpu-components` (Plan every pipeline component that does not fit an accelerator"
+        in written["pipeline-device-map-cpu-budget/PR.md"].decode()
+    )
     pr_md = written["pipeline-bnb-components-run-on-cpu/PR.md"].decode()
     for expected in (
         "# What does this PR do?\n\nFixes #12719\n",
-        "- `pipeline-device-map-cpu-components` (Plan every pipeline component that does not fit an accelerator",
-        "): code: it tells bitsandbytes models apart with `QuantizationMethod`",
         "- `tests/pipelines/test_pipeline_device_map_bnb_cpu_placement.py`",
         "## Who can review?",
         "- Pipelines and models: @yiyixuxu @asomoza",
