@@ -209,13 +209,17 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
     assert pr_named(summary, "pipeline-bnb-components-run-on-cpu")["fixes"] == [12719]
     cpu_budget = pr_named(summary, "pipeline-device-map-cpu-budget")
     assert cpu_budget["depends_on"] == ["pipeline-device-map-quantized-sizes", "pipeline-device-map-cpu-components"]
+    cpu_budget_md = written["pipeline-device-map-cpu-budget/PR.md"].decode()
     assert (
         "- `pipeline-device-map-cpu-components` (Plan every pipeline component that does not fit an accelerator"
-        in written["pipeline-device-map-cpu-budget/PR.md"].decode()
+        in cpu_budget_md
     )
+    assert "): code: the budget is checked against every component planned on the CPU" in cpu_budget_md
     pr_md = written["pipeline-bnb-components-run-on-cpu/PR.md"].decode()
     for expected in (
         "# What does this PR do?\n\nFixes #12719\n",
+        "None: it applies alone onto diffusers v",
+        "- `pipeline-device-map-quantized-sizes` (Size pipeline components as they will be loaded",
         "- `tests/pipelines/test_pipeline_device_map_bnb_cpu_placement.py`",
         "## Who can review?",
         "- Pipelines and models: @yiyixuxu @asomoza",
