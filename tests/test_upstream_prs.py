@@ -87,11 +87,11 @@ def test_a_pr_without_its_patches_or_with_a_bad_name(prs):
 
 
 def test_dependencies_come_first_in_series_order(prs):
-    assert upstream_prs.dependency_order(prs, "same-vae-bottleneck") == [
+    assert upstream_prs.dependency_order(prs, "group-offload-vq-and-consistency-decoder-vaes") == [
         "sequential-offload-device",
-        "sequential-offload-ace-step",
-        "offloading-preload",
-        "same-vae-bottleneck",
+        "offloading-weights-read-outside-forward",
+        "group-offload-unmatched-modules-called-directly",
+        "group-offload-vq-and-consistency-decoder-vaes",
     ]
 
 
