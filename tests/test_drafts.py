@@ -34,6 +34,18 @@ def test_a_draft_no_pr_names_is_reported(project):
     ]
 
 
+def test_a_pr_without_an_upstream_issue_nor_its_draft_is_reported(project):
+    prs = upstream_prs.read_prs(project)
+    pr = next(pr for pr in prs if pr["name"] == "single-file-t5-eval-mode")
+    pr["drafts"] = []
+    (project.patches_dir / drafts.DRAFTS_DIR / "diffusers-single-file-t5-text-encoder-in-training-mode.md").unlink()
+    assert drafts.lint_drafts(project, prs) == [
+        "patches/prs.json: PR single-file-t5-eval-mode names no diffusers issue (`Fixes #N` or `Refs #N` in its "
+        "patches) and no draft for huggingface/diffusers: write the issue to open first in patches/drafts/ and name it "
+        "in `drafts`"
+    ]
+
+
 def test_a_reproduction_run_in_a_fresh_interpreter_prints_what_its_draft_quotes():
     draft = drafts.read_draft(PROJECT, "diffusers-save-pretrained-of-an-offloaded-model")
     assert drafts.reproduce(draft["code"]) == draft["output"]

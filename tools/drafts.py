@@ -26,6 +26,7 @@ _REPRODUCTION_RE = re.compile(
     re.M | re.S,
 )
 VERSIONS = "{versions}"
+_ISSUE_REF_RE = re.compile(r"^(?:Fixes|Refs) #\d+$", re.M)
 DIFFUSERS = "huggingface/diffusers"
 
 
@@ -58,7 +59,7 @@ def read_draft(project, name):
 
 def lint_drafts(project, prs):
     """Problems of the drafts: each PR's drafts exist and are well formed, a PR names at most one issue for diffusers,
-    and each draft belongs to a PR."""
+    each draft belongs to a PR, and a PR without a diffusers issue has the draft of one."""
     named = {name for pr in prs for name in pr.get("drafts", [])}
     problems, repositories = [], {}
     for name in sorted(named):
@@ -75,6 +76,14 @@ def lint_drafts(project, prs):
         f"patches/{DRAFTS_DIR}/{name}.md is named by no PR of patches/prs.json (`drafts`)"
         for name in draft_names(project)
         if name not in named
+    ]
+    # A PR refers to the diffusers issue it fixes, or comes with the issue to open first.
+    problems += [
+        f"patches/prs.json: PR {pr['name']} names no diffusers issue (`Fixes #N` or `Refs #N` in its patches) and no "
+        f"draft for {DIFFUSERS}: write the issue to open first in patches/{DRAFTS_DIR}/ and name it in `drafts`"
+        for pr in prs
+        if not any(_ISSUE_REF_RE.search((project.patches_dir / name).read_text()) for name in pr["patches"])
+        and DIFFUSERS not in (repositories.get(name) for name in pr.get("drafts", []))
     ]
     return problems
 
