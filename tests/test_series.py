@@ -807,7 +807,8 @@ LOCAL_ONLY = message("Keep a local policy note", "Origin: diffusers-patched", "F
 
 def test_export_leaves_out_local_only_patches_and_says_why(empty_project, tmp_path, monkeypatch):
     project = empty_project
-    add_patch(project, message("Add a synthetic note", *GOOD_TRAILERS))
+    # A PR names the diffusers issue it fixes (or the draft of the issue to open first).
+    add_patch(project, message("Add a synthetic note", *GOOD_TRAILERS, body=f"{BODY}\n\nFixes #1"))
     names = add_patch(project, LOCAL_ONLY, text="\n\n# Local policy.\n", path=CONSTANTS_FILE)
     out = tmp_path / "out"
     paths, left_out = series.export_patches(project, out)
