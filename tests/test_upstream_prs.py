@@ -207,14 +207,11 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
             assert submitted_message == re.sub(r"(?m)^From: .*(\n .*)?$", f"From: {maintainer}", body, count=1) + "\n"
             assert changed_lines(submitted_diff) == changed_lines(diff)
     assert pr_named(summary, "pipeline-bnb-components-run-on-cpu")["fixes"] == [12719]
-    cpu_budget = pr_named(summary, "pipeline-device-map-cpu-budget")
-    assert cpu_budget["depends_on"] == ["pipeline-device-map-quantized-sizes", "pipeline-device-map-cpu-components"]
-    cpu_budget_md = written["pipeline-device-map-cpu-budget/PR.md"].decode()
-    assert (
-        "- `pipeline-device-map-cpu-components` (Plan every pipeline component that does not fit an accelerator"
-        in cpu_budget_md
-    )
-    assert "): code: the budget is checked against every component planned on the CPU" in cpu_budget_md
+    ip_adapter = pr_named(summary, "ip-adapter-offloaded-quantized-unet")
+    assert ip_adapter["depends_on"] == ["restore-accelerate-hooks"]
+    ip_adapter_md = written["ip-adapter-offloaded-quantized-unet/PR.md"].decode()
+    assert "- `restore-accelerate-hooks` (Put back the accelerate hooks the loaders remove" in ip_adapter_md
+    assert "): code: it takes the hooks off and puts them back with that PR's" in ip_adapter_md
     pr_md = written["pipeline-bnb-components-run-on-cpu/PR.md"].decode()
     for expected in (
         "# What does this PR do?\n\nFixes #12719\n",
@@ -341,8 +338,8 @@ def test_rewritten_lines_are_those_a_later_patch_changes_of_an_earlier_ones(tmp_
     commit("upstream = 1\nkept = 2\n", "pristine")
     git(repo, "tag", "pristine")
     commit("upstream = 1\nkept = 2\nfirst = 3\nsecond = 4\n", "first patch")
-    # Changes one line of the first patch and one of upstream's, and adds one.
-    commit("upstream = 10\nkept = 2\nfirst = 3\nsecond = 40\nthird = 5\n", "second patch")
+    # Changes one line of the first patch and one of upstream's, indents another of the first patch's, adds one.
+    commit("upstream = 10\nkept = 2\n    first = 3\nsecond = 40\nthird = 5\n", "second patch")
 
     added, pairs = upstream_prs.rewritten_lines(repo, ["first.patch", "second.patch"])
 

@@ -1,7 +1,8 @@
 """Issue drafts: patches/drafts/*.md, each named by a PR in patches/prs.json (`drafts`).
 
-A draft for huggingface/diffusers is the issue to open before a PR that no upstream issue reports: its reproduction
-quotes the output of the release (`Output:`) and with the PR (`Output with this PR:`), and PR.md shows both. A draft
+A draft for huggingface/diffusers is a PR's reproduction: it quotes the output of the release (`Output:`) and with the
+PR (`Output with this PR:`), and PR.md shows both; for a PR that no upstream issue reports, it is also the issue to
+open first (ISSUE.md). A draft
 for another library (bitsandbytes, accelerate, PEFT, ...) is the issue to open there, where part of the cause lies: its
 reproduction needs only that library. `make export-patches` writes them beside PR.md (ISSUE.md, DRAFT-<name>.md) with
 the versions of the libraries they name; tests/test_drafts.py runs each reproduction, so the quoted output stays what it
@@ -57,6 +58,11 @@ def read_draft(project, name):
     return {**header.groupdict(), **reproduction.groupdict(), "libraries": libraries, "text": text, "file": file}
 
 
+def reports_issue(project, pr):
+    """Whether an upstream issue reports the problem of `pr`: one of its patches says `Fixes #N` or `Refs #N`."""
+    return any(_ISSUE_REF_RE.search((project.patches_dir / name).read_text()) for name in pr["patches"])
+
+
 def lint_drafts(project, prs):
     """Problems of the drafts: each PR's drafts exist and are well formed, a PR names at most one issue for diffusers,
     each draft belongs to a PR, and a PR without a diffusers issue has the draft of one."""
@@ -82,7 +88,7 @@ def lint_drafts(project, prs):
         f"patches/prs.json: PR {pr['name']} names no diffusers issue (`Fixes #N` or `Refs #N` in its patches) and no "
         f"draft for {DIFFUSERS}: write the issue to open first in patches/{DRAFTS_DIR}/ and name it in `drafts`"
         for pr in prs
-        if not any(_ISSUE_REF_RE.search((project.patches_dir / name).read_text()) for name in pr["patches"])
+        if not reports_issue(project, pr)
         and DIFFUSERS not in (repositories.get(name) for name in pr.get("drafts", []))
     ]
     return problems

@@ -363,7 +363,10 @@ def export_prs(project, out_dir, upstream_repo=None):
         )
         (folder / "PR.md").write_text(render_pr(project, pr, prs, patches, metadata, fixes))
         for name in pr.get("drafts", []):
-            (folder / drafts.read_draft(project, name)["file"]).write_text(drafts.render_draft(project, name))
+            draft = drafts.read_draft(project, name)
+            # The reproduction of a reported problem is in PR.md: only an unreported one needs its issue opened first.
+            if draft["repository"] != drafts.DIFFUSERS or not drafts.reports_issue(project, pr):
+                (folder / draft["file"]).write_text(drafts.render_draft(project, name))
         summary.append(
             {
                 "name": pr["name"],
@@ -600,13 +603,14 @@ def run_pr_tests(repo, tests):
 def rewritten_lines(repo, entries):
     """(lines the series adds, {(earlier patch, later patch): lines}): the lines a patch adds that a later patch of the
     series removes or changes again, from `git blame` of each patch's removed lines, in `repo` (a scratch checkout
-    with the series `entries` as commits). A final design adds each line once."""
+    with the series `entries` as commits). A final design adds each line once. Whitespace is ignored on both sides,
+    as `git diff -w` and `git blame -w` do: a line a later patch only indents (into a `with` block) keeps its text."""
     commits = series_commits(repo)
     names = dict(zip(commits, entries))
     added, pairs = 0, Counter()
     for commit in commits:
         path = None
-        for line in git(repo, "diff", "-U0", "--no-renames", f"{commit}^", commit).stdout.splitlines():
+        for line in git(repo, "diff", "-U0", "-w", "--no-renames", f"{commit}^", commit).stdout.splitlines():
             if line.startswith("--- "):
                 path = line.removeprefix("--- a/") if line.startswith("--- a/") else None
             elif line.startswith("+") and not line.startswith("+++ "):
@@ -614,7 +618,8 @@ def rewritten_lines(repo, entries):
             hunk = re.match(r"@@ -(\d+)(?:,(\d+))? ", line)
             if hunk and path and hunk.group(2) != "0":
                 start, count = int(hunk.group(1)), int(hunk.group(2) or 1)
-                blame = git(repo, "blame", "--porcelain", "-L", f"{start},+{count}", f"{commit}^", "--", path).stdout
+                blame = git(repo, "blame", "-w", "--porcelain", "-L", f"{start},+{count}", f"{commit}^", "--", path)
+                blame = blame.stdout
                 for origin in re.findall(r"^([0-9a-f]{40}) \d+ \d+", blame, re.M):
                     if origin in names:
                         pairs[names[origin], names[commit]] += 1
