@@ -61,20 +61,20 @@ def test_a_local_only_patch_in_a_pr(prs):
 
 
 def test_an_unknown_dependency(prs):
-    pr_named(prs, "single-file-block-counts")["depends_on"]["no-such-pr"] = "code: a helper"
-    assert "PR single-file-block-counts depends on no-such-pr, which is no PR" in lint(prs)
+    pr_named(prs, "from-pretrained-missing-weights")["depends_on"]["no-such-pr"] = "code: a helper"
+    assert "PR from-pretrained-missing-weights depends on no-such-pr, which is no PR" in lint(prs)
 
 
 def test_a_dependency_without_its_kind(prs):
-    pr_named(prs, "single-file-block-counts")["depends_on"]["single-file-missing-keys"] = "needs it"
-    assert "PR single-file-block-counts: say why it depends on single-file-missing-keys" in lint(prs)
+    pr_named(prs, "from-pretrained-missing-weights")["depends_on"]["single-file-missing-keys"] = "needs it"
+    assert "PR from-pretrained-missing-weights: say why it depends on single-file-missing-keys" in lint(prs)
 
 
 def test_a_dependency_cycle(prs):
-    pr_named(prs, "single-file-missing-keys")["depends_on"]["single-file-block-counts"] = "code: a cycle"
+    pr_named(prs, "single-file-missing-keys")["depends_on"]["from-pretrained-missing-weights"] = "code: a cycle"
     assert (
-        "PR single-file-missing-keys depends on itself: single-file-missing-keys -> single-file-block-counts -> "
-        "single-file-missing-keys" in lint(prs)
+        "PR single-file-missing-keys depends on itself: single-file-missing-keys -> from-pretrained-missing-weights "
+        "-> single-file-missing-keys" in lint(prs)
     )
 
 
@@ -97,13 +97,13 @@ def test_dependencies_come_first_in_series_order(prs):
 
 def test_a_pr_that_no_longer_applies_without_an_undeclared_dependency(project, tmp_path):
     prs = json.loads((project.patches_dir / "prs.json").read_text())
-    pr_named(prs, "single-file-block-counts")["depends_on"] = {}
+    pr_named(prs, "ip-adapter-offloaded-quantized-unet")["depends_on"] = {}
     (project.patches_dir / "prs.json").write_text(json.dumps(prs))
     with pytest.raises(ToolError) as error:
         upstream_prs.check_prs(project, tmp_path / "prs")
     assert str(error.value).startswith(
-        "PR single-file-block-counts: single-file-block-counts-come-from-the-checkpoint.patch does not `git am` onto "
-        "pristine diffusers; declare the PR it needs in `depends_on`"
+        "PR ip-adapter-offloaded-quantized-unet: load-ip-adapters-into-offloaded-and-quantized-unets.patch does not "
+        "`git am` onto pristine diffusers; declare the PR it needs in `depends_on`"
     )
 
 
