@@ -56,14 +56,14 @@ SERIES = [
 # Local-only policy patches: last in the series, left out of exports.
 LOCAL_ONLY_PATCHES = [name for name in SERIES if "Forwarded: not-needed" in (REPO_ROOT / "patches" / name).read_text()]
 # The small projects' series: a patch of the real series that changes one hunk of one module, the first to change it.
-SAMPLE_PATCH = "gguf-parameter-keeps-quant-type-when-rebuilt.patch"
-PATCHED_FILE = "src/diffusers/quantizers/gguf/utils.py"
-VENDORED_FILE = "diffusers/quantizers/gguf/utils.py"
+SAMPLE_PATCH = "sequential-offload-keeps-the-user-device.patch"
+PATCHED_FILE = "src/diffusers/pipelines/pipeline_utils.py"
+VENDORED_FILE = "diffusers/pipelines/pipeline_utils.py"
 # The line below which a release inserts lines above the patched region.
-HEADER_LINE = "\nimport inspect\n"
-PATCHED_CONTEXT = "        data = data if data is not None else torch.empty(0)\n"
+HEADER_LINE = "\nlogger = logging.get_logger(__name__)\n"
+PATCHED_CONTEXT = '        self._offload_device = device\n\n        if self.device.type != "cpu":\n'
 INSERTED_ABOVE = "#\n# Synthetic upstream change: these comment lines were inserted above the patched region.\n#\n"
-CONFLICTING_CONTEXT = "        data = data if data is not None else torch.empty(0)  # synthetic upstream change\n"
+CONFLICTING_CONTEXT = '        self._offload_device = device  # synthetic upstream change\n\n        if self.device.type != "cpu":\n'
 NOTE_FILE = "src/diffusers/utils/doc_utils.py"
 CONSTANTS_FILE = "src/diffusers/utils/constants.py"
 # What the small projects' upstream keeps of the real sdist: the files their patches touch, upstream's ruff
@@ -293,7 +293,7 @@ def test_truncated_patch_is_reported_as_corrupt(project):
     rewrite_patch(
         project,
         SAMPLE_PATCH,
-        lambda text: text[: text.index("+        if quant_type is None and isinstance(data, GGUFParameter):")],
+        lambda text: text[: text.index('+        if device_type == "cpu":')],
     )
     message = series_error(series.check, project)
     assert SAMPLE_PATCH in message
@@ -376,7 +376,7 @@ def test_patch_with_wrong_context_names_patch_file_and_hunk(project):
         project,
         SAMPLE_PATCH,
         lambda text: text.replace(
-            " class GGUFParameter(torch.nn.Parameter):\n", " class GGUFParameters(torch.nn.Parameter):\n", 1
+            "         device_type = torch_device.type\n", "         device_type = torch_device.kind\n", 1
         ),
     )
     message = series_error(series.check, project)
@@ -1038,7 +1038,7 @@ def test_skipped_patch_needs_a_reason_and_is_left_out_of_the_release(backported_
     record = project.release_record(SMALL_REPLAYING)
     message = series_error(release_plan, project, SMALL_REPLAYING, record, entries)
     assert f"{SMALL_REPLAYING} skips {SAMPLE_PATCH} without a reason" in message
-    record["skipped"] = {SAMPLE_PATCH: "upstream's GGUFParameter differs on this release"}
+    record["skipped"] = {SAMPLE_PATCH: "upstream's enable_sequential_cpu_offload differs on this release"}
     assert [name for name, _, _ in release_plan(project, SMALL_REPLAYING, record, entries)] == entries[1:]
 
 

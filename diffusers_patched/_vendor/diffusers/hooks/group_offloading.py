@@ -960,10 +960,13 @@ def _apply_group_offloading_leaf_level(module: torch.nn.Module, config: GroupOff
     # children without calling them is one group with its children.
     preload_module_classes = _get_preload_module_classes(module)
     modules_with_group_offloading = _place_tensors_excluded_from_offload(module, config.onload_device)
-    preloaded_prefixes = [f"{name}." for name in modules_with_group_offloading]
+    excluded_prefixes = tuple(f"{name}." for name in modules_with_group_offloading)
+    preloaded_prefixes = []
     module_groups = []
     for name, submodule in module.named_modules():
-        if name in modules_with_group_offloading or name.startswith(tuple(preloaded_prefixes)):
+        if name in modules_with_group_offloading or name.startswith(excluded_prefixes):
+            continue
+        if name.startswith(tuple(preloaded_prefixes)):
             continue
         if name and submodule.__class__.__name__ in preload_module_classes:
             preloaded_prefixes.append(f"{name}.")
