@@ -360,7 +360,7 @@ def test_single_file_comfyui_fp8_scaled(patched_outcomes):
     assert_close_to_reference([result["scale_weight_file_diff"], result["comfy_quant_file_diff"]], 2)
 
 
-# gguf-parameter-keeps-quant-type-when-rebuilt and gguf-dequantized-weights-stay-parameters.
+# gguf-parameters-survive-accelerate-offload-hooks.
 @upstream
 def test_gguf_sequential_offload_upstream(upstream_outcomes):
     # `GGML_QUANT_SIZES[None]`: the parameter accelerate's hooks rebuilt lost its `quant_type`, and nothing else.

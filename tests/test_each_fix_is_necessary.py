@@ -50,12 +50,6 @@ LEFT_OUT_TOGETHER = {
         "unfuse-lora-from-offloaded-torchao-weights.patch",
         "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
-    "gguf-parameter-keeps-quant-type-when-rebuilt.patch": ["gguf-dequantized-weights-stay-parameters.patch"],
-    "group-offload-keeps-what-models-read-outside-forward.patch": [
-        "group-offload-to-disk-keeps-tied-weights.patch",
-        "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
-        "group-offload-to-disk-writes-tensors-replaced-while-running.patch",
-    ],
     "group-offload-onloads-modules-outside-blocks-called-directly.patch": [
         "group-offload-to-disk-keeps-weights-tied-across-blocks.patch",
         "group-offload-to-disk-survives-lora-loading.patch",

@@ -91,7 +91,7 @@ UPSTREAM_NOT_RIGHT = {
         for name in PARITY
         if not name.startswith(("quanto", "gguf"))
     },
-    # gguf-parameter-keeps-quant-type-when-rebuilt: accelerate rebuilds the offloaded GGUF weights without it.
+    # gguf-parameters-survive-accelerate-offload-hooks: accelerate rebuilds the offloaded GGUF weights without it.
     **{
         ("gguf Q8_0", flow): ("KeyError: None", "fixed", 11)
         for flow in ("sequential cpu offload", "lora, sequential cpu offload")

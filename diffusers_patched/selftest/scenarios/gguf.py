@@ -14,7 +14,7 @@ def _judge_gguf_sequential_offload(result):
 
 @scenario(
     "gguf-sequential-offload",
-    patch="gguf-parameter-keeps-quant-type-when-rebuilt.patch",
+    patch="gguf-parameters-survive-accelerate-offload-hooks.patch",
     summary="GGUF (Q8_0) Wan transformer under sequential offload hooks; a LoRA loaded while offloaded; saved",
     text=(
         "max abs diff to the un-offloaded model per pass {diffs} (passes 4-6 with a LoRA loaded while offloaded); "
