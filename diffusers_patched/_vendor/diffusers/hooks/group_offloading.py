@@ -516,8 +516,10 @@ class UnmatchedModuleOnloadingHook(ModelHook):
     r"""
     A hook on each module that block-level offloading leaves outside of the blocks. Their group is onloaded by the
     forward of their parent, but a pipeline may also call one of them directly, e.g. the input embeddings of a text
-    encoder. The group is then onloaded for that call. The same holds for a module of a block that the model calls
-    outside of the block's forward (listed in its `_modules_called_outside_their_block`).
+    encoder. The group is then onloaded for that call.
+
+    The same holds for a module of a block that the model calls outside of the block's forward (listed in its
+    `_modules_called_outside_their_block`).
     """
 
     _is_stateful = False
