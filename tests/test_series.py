@@ -63,7 +63,9 @@ VENDORED_FILE = "diffusers/pipelines/pipeline_utils.py"
 HEADER_LINE = "\nlogger = logging.get_logger(__name__)\n"
 PATCHED_CONTEXT = '        self._offload_device = device\n\n        if self.device.type != "cpu":\n'
 INSERTED_ABOVE = "#\n# Synthetic upstream change: these comment lines were inserted above the patched region.\n#\n"
-CONFLICTING_CONTEXT = '        self._offload_device = device  # synthetic upstream change\n\n        if self.device.type != "cpu":\n'
+CONFLICTING_CONTEXT = (
+    '        self._offload_device = device  # synthetic upstream change\n\n        if self.device.type != "cpu":\n'
+)
 NOTE_FILE = "src/diffusers/utils/doc_utils.py"
 CONSTANTS_FILE = "src/diffusers/utils/constants.py"
 # What the small projects' upstream keeps of the real sdist: the files their patches touch, upstream's ruff
