@@ -59,7 +59,7 @@ LOCAL_ONLY_PATCHES = [name for name in SERIES if "Forwarded: not-needed" in (REP
 SAMPLE_PATCH = "sequential-offload-keeps-the-user-device.patch"
 PATCHED_FILE = "src/diffusers/pipelines/pipeline_utils.py"
 VENDORED_FILE = "diffusers/pipelines/pipeline_utils.py"
-# The line below which a release inserts lines above the patched region.
+# The line above which a release inserts lines, above the patched region.
 HEADER_LINE = "\nlogger = logging.get_logger(__name__)\n"
 PATCHED_CONTEXT = '        self._offload_device = device\n\n        if self.device.type != "cpu":\n'
 INSERTED_ABOVE = "#\n# Synthetic upstream change: these comment lines were inserted above the patched region.\n#\n"
