@@ -41,13 +41,11 @@ LEFT_OUT_TOGETHER = {
         "unfuse-lora-restores-requantized-weights.patch",
         "refuse-to-fuse-lora-into-low-precision-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
-        "unfuse-lora-from-offloaded-torchao-weights.patch",
         "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
     "fuse-lora-into-quanto-quantized-weights.patch": [
         "unfuse-lora-restores-requantized-weights.patch",
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
-        "unfuse-lora-from-offloaded-torchao-weights.patch",
         "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
     ],
     "group-offload-onloads-modules-outside-blocks-called-directly.patch": [
@@ -86,7 +84,6 @@ LEFT_OUT_TOGETHER = {
         "warn-when-requantizing-a-fused-lora-loses-its-change.patch",
         "load-ip-adapters-into-offloaded-and-quantized-unets.patch",
         "keep-the-hooks-registered-after-accelerate-hooks.patch",
-        "unfuse-lora-from-offloaded-torchao-weights.patch",
         "local-fuse-torchao-loras-one-adapter-at-a-time.patch",
         "local-bnb-4bit-statistics-survive-offload-hooks.patch",
     ],

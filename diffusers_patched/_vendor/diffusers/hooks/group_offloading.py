@@ -1227,6 +1227,24 @@ def _compute_group_hash(group_id):
     return hashed_id[:16]
 
 
+def _maybe_remove_and_reapply_group_offloading(module: torch.nn.Module) -> None:
+    r"""
+    Removes the group offloading hook from the module and re-applies it. This is useful when the module has been
+    modified in-place and the group offloading hook references-to-tensors needs to be updated. The in-place
+    modification can happen in a number of ways, for example, fusing QKV or unloading/loading LoRAs on-the-fly.
+
+    In this implementation, we make an assumption that group offloading has only been applied at the top-level module,
+    and therefore all submodules have the same onload and offload devices. If this assumption is not true, say in the
+    case where user has applied group offloading at multiple levels, this function will not work as expected.
+
+    There is some performance penalty associated with doing this when non-default streams are used, because we need to
+    retrace the execution order of the layers with `LazyPrefetchGroupOffloadingHook`.
+    """
+    config = _remove_group_offloading(module)
+    if config is not None:
+        _apply_group_offloading(module, config)
+
+
 def _remove_group_offloading(module: torch.nn.Module) -> GroupOffloadingConfig | None:
     r"""
     Removes group offloading from the module, which then holds the values of its tensors on the offload device, and
@@ -1264,21 +1282,3 @@ def _without_group_offloading(module: torch.nn.Module):
     finally:
         if config is not None:
             _apply_group_offloading(module, config)
-
-
-def _maybe_remove_and_reapply_group_offloading(module: torch.nn.Module) -> None:
-    r"""
-    Removes the group offloading hook from the module and re-applies it. This is useful when the module has been
-    modified in-place and the group offloading hook references-to-tensors needs to be updated. The in-place
-    modification can happen in a number of ways, for example, fusing QKV or unloading/loading LoRAs on-the-fly.
-
-    In this implementation, we make an assumption that group offloading has only been applied at the top-level module,
-    and therefore all submodules have the same onload and offload devices. If this assumption is not true, say in the
-    case where user has applied group offloading at multiple levels, this function will not work as expected.
-
-    There is some performance penalty associated with doing this when non-default streams are used, because we need to
-    retrace the execution order of the layers with `LazyPrefetchGroupOffloadingHook`.
-    """
-    config = _remove_group_offloading(module)
-    if config is not None:
-        _apply_group_offloading(module, config)

@@ -13,6 +13,7 @@
 # limitations under the License.
 
 import functools
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -345,17 +346,16 @@ class HookRegistry:
         return f"HookRegistry(\n{registry_repr}\n)"
 
 
-def _remove_accelerate_hook_from_module(module: torch.nn.Module, recurse: bool = False) -> None:
+@contextmanager
+def _keeping_hooks_registered_after_accelerate_hooks(module: torch.nn.Module, recurse: bool = False):
     r"""
-    Removes the accelerate hooks of `module` (and of its submodules with `recurse`) like accelerate's
-    `remove_hook_from_module`, keeping the diffusers hooks registered after them.
+    Keeps the diffusers hooks registered after the accelerate hooks of `module` (and of its submodules with `recurse`)
+    when accelerate's `remove_hook_from_module` removes those within the context.
 
     Accelerate puts back the `forward` a module had when its hook was added, which drops the hooks a `HookRegistry`
     registered since (e.g. a cache or context parallelism applied after `enable_model_cpu_offload()`). They are kept,
     calling the module's own `forward` where they called accelerate's.
     """
-    from accelerate.hooks import remove_hook_from_module
-
     kept_forwards = {}
     for submodule in module.modules() if recurse else [module]:
         registry = getattr(submodule, "_diffusers_hook", None)
@@ -367,6 +367,6 @@ def _remove_accelerate_hook_from_module(module: torch.nn.Module, recurse: bool =
                 if isinstance(forward, functools.partial) and forward.func.__module__ == "accelerate.hooks":
                     setattr(fn_ref, attribute, submodule._old_forward)
                     kept_forwards[submodule] = submodule.forward
-    remove_hook_from_module(module, recurse=recurse)
+    yield
     for submodule, forward in kept_forwards.items():
         submodule.forward = forward

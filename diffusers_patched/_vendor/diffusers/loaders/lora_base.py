@@ -27,7 +27,7 @@ import torch.nn as nn
 from huggingface_hub import model_info
 from huggingface_hub.constants import HF_HUB_OFFLINE
 
-from ..hooks.hooks import _remove_accelerate_hook_from_module
+from ..hooks.hooks import _keeping_hooks_registered_after_accelerate_hooks
 from ..models.modeling_utils import ModelMixin, load_state_dict
 from ..utils import (
     USE_PEFT_BACKEND,
@@ -64,6 +64,7 @@ if is_accelerate_available():
         CpuOffload,
         SequentialHook,
         add_hook_to_module,
+        remove_hook_from_module,
     )
 
 logger = logging.get_logger(__name__)
@@ -597,7 +598,8 @@ def _remove_accelerate_hooks(module, recurse=False):
                 "recurse_tensors": recurse_tensors,
             }
         )
-    _remove_accelerate_hook_from_module(module, recurse=recurse)
+    with _keeping_hooks_registered_after_accelerate_hooks(module, recurse=recurse):
+        remove_hook_from_module(module, recurse=recurse)
     for entry in removed:
         entry["attributes"] = {
             name: value
@@ -618,18 +620,17 @@ def _with_new_weights_map(hook):
     return hook
 
 
-def _restore_accelerate_hooks(removed, models, weights_changed=False):
+def _restore_accelerate_hooks(removed, models):
     """
     Attaches the hooks `_remove_accelerate_hooks` removed again, and hooks the modules added to `models` since (e.g.
-    LoRA layers) to run on the execution device of the hooked module nearest to them. With `weights_changed` (e.g. a
-    LoRA was fused into them), the hooks offload the weights as they are now.
+    LoRA layers) to run on the execution device of the hooked module nearest to them.
     """
     from ..quantizers.bitsandbytes import make_bnb_offload_safe
 
     restored = {}
     for entry in removed:
         module, hook = entry["module"], entry["hook"]
-        unchanged = not weights_changed and _tensor_specs(module, recurse=entry["recurse_tensors"]) == entry["tensors"]
+        unchanged = _tensor_specs(module, recurse=entry["recurse_tensors"]) == entry["tensors"]
         if not unchanged:
             # The loader changed the module's tensors (e.g. resized an embedding): offload them as they are now.
             hook = _with_new_weights_map(hook)
@@ -715,7 +716,11 @@ def _fusing_into_offloaded_weights(model):
     try:
         yield
     finally:
-        _restore_accelerate_hooks(removed_hooks, [model], weights_changed=True)
+        # Fusing changes the values of the weights, not their shapes and dtypes, by which `_restore_accelerate_hooks`
+        # tells whether to offload the weights again: it offloads them as they are now.
+        for entry in removed_hooks:
+            entry["tensors"] = None
+        _restore_accelerate_hooks(removed_hooks, [model])
         if group_offloading_config is not None:
             _apply_group_offloading(model, group_offloading_config)
 

@@ -1253,11 +1253,12 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
         r"""
         Removes all hooks that were added when using `enable_sequential_cpu_offload` or `enable_model_cpu_offload`.
         """
-        from ..hooks.hooks import _remove_accelerate_hook_from_module
+        from ..hooks.hooks import _keeping_hooks_registered_after_accelerate_hooks
 
         for _, model in self.components.items():
             if isinstance(model, torch.nn.Module) and hasattr(model, "_hf_hook"):
-                _remove_accelerate_hook_from_module(model, recurse=True)
+                with _keeping_hooks_registered_after_accelerate_hooks(model, recurse=True):
+                    accelerate.hooks.remove_hook_from_module(model, recurse=True)
         self._all_hooks = []
 
     def enable_model_cpu_offload(self, gpu_id: int | None = None, device: torch.device | str = None):
