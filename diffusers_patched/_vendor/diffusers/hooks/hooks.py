@@ -259,7 +259,11 @@ class HookRegistry:
             if fn_ref.original_forward is not None:
                 old_forward = fn_ref.original_forward
 
-            if index == num_hooks - 1:
+            if index == num_hooks - 1 and _is_accelerate_forward(self._module_ref.forward):
+                # An accelerate hook added since (e.g. by `enable_model_cpu_offload()`) calls this hook through the
+                # `forward` it saved: it keeps running, and calls what this hook called.
+                self._module_ref._old_forward = old_forward
+            elif index == num_hooks - 1:
                 self._module_ref.forward = old_forward
             else:
                 self._fn_refs[index + 1].forward = old_forward
@@ -346,6 +350,11 @@ class HookRegistry:
         return f"HookRegistry(\n{registry_repr}\n)"
 
 
+def _is_accelerate_forward(forward) -> bool:
+    # The `forward` accelerate's `add_hook_to_module` gives a module, which calls the module's `_old_forward`.
+    return isinstance(forward, functools.partial) and forward.func.__module__ == "accelerate.hooks"
+
+
 @contextmanager
 def _keeping_hooks_registered_after_accelerate_hooks(module: torch.nn.Module, recurse: bool = False):
     r"""
@@ -363,8 +372,7 @@ def _keeping_hooks_registered_after_accelerate_hooks(module: torch.nn.Module, re
             continue
         for fn_ref in registry._fn_refs:
             for attribute in ("forward", "original_forward"):
-                forward = getattr(fn_ref, attribute)
-                if isinstance(forward, functools.partial) and forward.func.__module__ == "accelerate.hooks":
+                if _is_accelerate_forward(getattr(fn_ref, attribute)):
                     setattr(fn_ref, attribute, submodule._old_forward)
                     kept_forwards[submodule] = submodule.forward
     yield

@@ -716,10 +716,14 @@ def _fusing_into_offloaded_weights(model):
     try:
         yield
     finally:
-        # Fusing changes the values of the weights, not their shapes and dtypes, by which `_restore_accelerate_hooks`
-        # tells whether to offload the weights again: it offloads them as they are now.
+        # Fusing changes the values of the weights of the layers the LoRA adapts, not their shapes and dtypes, by which
+        # `_restore_accelerate_hooks` tells whether to offload the weights again: the hooks that hold those offload
+        # them as they are now, in CPU memory. The other hooks keep their offloaded weights (on disk too).
+        base_layers = {module.get_base_layer() for module in model.modules() if isinstance(module, BaseTunerLayer)}
         for entry in removed_hooks:
-            entry["tensors"] = None
+            hooked = entry["module"].modules() if entry["recurse_tensors"] else [entry["module"]]
+            if any(module in base_layers for module in hooked):
+                entry["tensors"] = None
         _restore_accelerate_hooks(removed_hooks, [model])
         if group_offloading_config is not None:
             _apply_group_offloading(model, group_offloading_config)

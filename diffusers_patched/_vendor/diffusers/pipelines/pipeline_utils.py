@@ -353,14 +353,18 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
 
         for name, component in self.components.items():
             component = _unwrap_model(component)
-            # transformers saves a model with PEFT adapters loaded as those adapters alone, which the pipeline cannot
-            # load back as that component.
-            if not isinstance(component, ModelMixin) and getattr(component, "_hf_peft_config_loaded", False):
+            # transformers saves a model with PEFT adapters as those adapters alone, and loads it back from the base
+            # model their config names. Adapters loaded by `load_lora_weights()` name none.
+            peft_config = {} if isinstance(component, ModelMixin) else getattr(component, "peft_config", None) or {}
+            without_base_model = [
+                adapter for adapter, config in peft_config.items() if config.base_model_name_or_path is None
+            ]
+            if without_base_model:
                 raise ValueError(
                     f"Cannot save the pipeline: `{name}` ({component.__class__.__name__}) holds the LoRA adapters "
-                    f"{list(component.peft_config)}, and its `save_pretrained` would save them instead of the model. "
-                    "Save the LoRA with `save_lora_weights()`, and the pipeline after `unload_lora_weights()`, which "
-                    "keeps a fused LoRA fused."
+                    f"{without_base_model}, which name no base model, and its `save_pretrained` would save them "
+                    "instead of the model. Save the LoRA with `save_lora_weights()`, and the pipeline after "
+                    "`unload_lora_weights()`, which keeps a fused LoRA fused."
                 )
 
         if push_to_hub:
