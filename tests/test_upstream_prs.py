@@ -219,7 +219,8 @@ def test_export_writes_prs_json_and_one_folder_per_pr_byte_identical_on_reexport
         "- `pipeline-device-map-quantized-sizes` (Size pipeline components as they will be loaded",
         "- `tests/pipelines/test_pipeline_device_map_bnb_cpu_placement.py`",
         "## Who can review?",
-        "- Pipelines and models: @yiyixuxu @asomoza",
+        # Its tests carry `@is_bitsandbytes`: a quantization PR, though it changes pipelines' loading code.
+        "- Quantization: @sayakpaul @DN6",
     ):
         assert expected in pr_md
     assert "the other half of the same fix" in written["fuse-lora-gguf/PR.md"].decode()

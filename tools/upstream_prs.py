@@ -41,6 +41,18 @@ _PR_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]*")
 _DEPENDENCY_KINDS = ("code:", "textual:")
 # "Who can review?" in upstream's .github/PULL_REQUEST_TEMPLATE.md: at most two maintainers, of the PR's topic (the
 # first of these areas that a changed source file is in).
+# The maintainers of a topic, by the topic markers of a PR's tests (by which upstream's CI jobs select tests), the
+# first that matches: a quantized model under offloading is a quantization PR, a LoRA under offloading a LoRA one.
+_TOPIC_REVIEWERS = [
+    (
+        ("quantization", "bitsandbytes", "gguf", "torchao", "sdnq", "modelopt", "autoround", "bfl"),
+        "Quantization: @sayakpaul @DN6",
+    ),
+    (("single_file",), "Single-file loading: @DN6"),
+    (("lora", "ip_adapter"), "LoRA and PEFT: @sayakpaul @BenjaminBossan"),
+    (("group_offload", "cpu_offload", "memory"), "Offloading: @DN6 @sayakpaul"),
+]
+# Else by the files it changes, the first that matches.
 _REVIEWERS = [
     (("src/diffusers/loaders/lora", "src/diffusers/loaders/peft.py"), "LoRA and PEFT: @sayakpaul @BenjaminBossan"),
     (("src/diffusers/quantizers/",), "Quantization: @sayakpaul @DN6"),
@@ -514,13 +526,22 @@ def render_pr(project, pr, prs, patches, metadata, fixes):
         "",
         "Anyone in the community is free to review the PR once the tests have passed. The maintainers of its topic:",
         "",
-        *(f"- {area}" for area in _review_areas(files)),
+        *(f"- {area}" for area in _review_areas(project, patches, files)),
     ]
     return "\n".join(lines) + "\n"
 
 
-def _review_areas(files):
-    """The area of the PR's topic, as a one-item list: the first of `_REVIEWERS` that a changed file is in."""
+def _review_areas(project, patches, files):
+    """The area of the PR's topic, as a one-item list: the first of `_TOPIC_REVIEWERS` whose topic marker a test of the
+    PR carries, else the first of `_REVIEWERS` that a changed file is in."""
+    marks = {
+        mark
+        for name in patches
+        for mark in re.findall(r"^\+\s*@is_(\w+)$", (project.patches_dir / name).read_text(), re.M)
+    }
+    for topics, area in _TOPIC_REVIEWERS:
+        if marks & set(topics):
+            return [area]
     for prefixes, area in _REVIEWERS:
         if any(path.startswith(prefixes) for path in files):
             return [area]
