@@ -338,8 +338,8 @@ class ModuleGroup:
             self._is_offloaded_to_disk = False
         self._save_to_disk()
 
-        # A tensor that a group still onloaded also holds (the group of the modules outside the blocks stays onloaded
-        # for the whole forward) is still used: it keeps its data until that group is offloaded.
+        # A tensor that a group still onloaded also holds (the group of the modules outside the blocks, or of a leaf's
+        # parent, stays onloaded for the whole forward) is still used: it keeps its data until that group is offloaded.
         in_use = {
             tensor for group in self.groups_sharing_tensors if group.is_onloaded for tensor in group.tensor_to_key
         }
@@ -935,18 +935,8 @@ def _apply_group_offloading_block_level(
 
     if not is_outermost_call:
         return
-    # A tensor tied between modules of two groups (a block and a module outside the blocks, or two blocks) is in each
-    # of them, and the first of those groups to be offloaded to disk empties it. Every group writes its file before any
-    # hook is applied, since applying the hook of a group's offload leader offloads the group.
     if config.offload_to_disk_path is not None:
-        groups = list(dict.fromkeys(group for _, _, group in module_groups))
-        for group in groups:
-            group._save_to_disk()
-            group.groups_sharing_tensors = [
-                other
-                for other in groups
-                if other is not group and not group.tensor_to_key.keys().isdisjoint(other.tensor_to_key)
-            ]
+        _save_groups_to_disk(list(dict.fromkeys(group for _, _, group in module_groups)))
     for apply_hook, group_module, group in module_groups:
         apply_hook(group_module, group, config=config)
 
@@ -1037,11 +1027,8 @@ def _apply_group_offloading_leaf_level(module: torch.nn.Module, config: GroupOff
         )
         module_groups.append((parent_module, group))
 
-    # A tensor tied between modules (T5's `shared` and `encoder.embed_tokens`) is in the group of each of them, and the
-    # first of those groups to be offloaded to disk empties it. Every group writes its file before that.
     if config.offload_to_disk_path is not None:
-        for _, group in module_groups:
-            group._save_to_disk()
+        _save_groups_to_disk([group for _, group in module_groups])
     for group_module, group in module_groups:
         _apply_group_offloading_hook(group_module, group, config=config)
 
@@ -1066,6 +1053,21 @@ def _apply_group_offloading_leaf_level(module: torch.nn.Module, config: GroupOff
             group_id=_GROUP_ID_LAZY_LEAF,
         )
         _apply_lazy_group_offloading_hook(module, unmatched_group, config=config)
+
+
+def _save_groups_to_disk(groups: list[ModuleGroup]) -> None:
+    # A tensor tied between modules (T5's `shared` and `encoder.embed_tokens`) is in the group of each of them, and the
+    # first of those groups to be offloaded to disk empties it. Every group writes its file before any hook is applied,
+    # since applying the hook of a group's offload leader offloads the group.
+    for group in groups:
+        group._save_to_disk()
+        # A group offloaded while another one holding the same tensor is onloaded (a block and the modules outside the
+        # blocks, or a leaf and its parent) leaves the tensor to that one.
+        group.groups_sharing_tensors = [
+            other
+            for other in groups
+            if other is not group and not group.tensor_to_key.keys().isdisjoint(other.tensor_to_key)
+        ]
 
 
 def _apply_group_offloading_hook(
