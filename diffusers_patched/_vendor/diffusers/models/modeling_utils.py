@@ -56,7 +56,6 @@ from ..utils import (
     _resolve_revision,
     deprecate,
     is_accelerate_available,
-    is_accelerate_version,
     is_bitsandbytes_available,
     is_bitsandbytes_version,
     is_flashpack_available,
@@ -279,8 +278,7 @@ def onload_offloaded_weights(model: torch.nn.Module):
     Context manager that puts the weights accelerate's offload hooks keep off `model` (sequential CPU offloading, a
     `device_map` with "cpu" or "disk" entries) back on the CPU, so that `model.state_dict()` returns them instead of
     meta placeholders. The hooks offload them again on exit. Models without offloaded weights, and pipeline components
-    that are not models (schedulers, tokenizers), are left untouched. Needs accelerate >= 1.1.0; with older versions
-    the weights stay where they are.
+    that are not models (schedulers, tokenizers), are left untouched.
 
     The weights that group offloading to disk keeps in its files, and leaves as empty tensors on the model, are put
     back on its offload device the same way.
@@ -301,14 +299,16 @@ def onload_offloaded_weights(model: torch.nn.Module):
     ```
     """
     with ExitStack() as stack:
-        if isinstance(model, torch.nn.Module) and is_accelerate_available() and is_accelerate_version(">=", "1.1.0"):
-            from accelerate.utils import align_module_device, has_offloaded_params
+        if isinstance(model, torch.nn.Module) and is_accelerate_available():
+            from accelerate.hooks import AlignDevicesHook, SequentialHook
 
             for module in model.modules():
-                # Checking for a hook first keeps this cheap: `has_offloaded_params` imports on every call.
-                if hasattr(module, "_hf_hook") and has_offloaded_params(module):
-                    # Not the string "cpu", with which accelerate sends bitsandbytes 8-bit weights through `.to(0)`.
-                    stack.enter_context(align_module_device(module, torch.device("cpu")))
+                hook = getattr(module, "_hf_hook", None)
+                # `cpu_offload` hooks the model itself with a `SequentialHook` whose first hook offloads the model's own
+                # parameters (e.g. `scale_shift_table`).
+                for align_hook in hook.hooks if isinstance(hook, SequentialHook) else [hook]:
+                    if isinstance(align_hook, AlignDevicesHook) and align_hook.offload:
+                        stack.enter_context(_onloaded_on_cpu(module, align_hook))
         if isinstance(model, torch.nn.Module):
             from ..hooks.group_offloading import _get_groups_offloaded_to_disk
 
@@ -317,6 +317,19 @@ def onload_offloaded_weights(model: torch.nn.Module):
                 group._restore_from_disk()
                 stack.callback(group.offload_)
         yield
+
+
+@contextmanager
+def _onloaded_on_cpu(module: torch.nn.Module, hook):
+    # What accelerate's `align_module_device` does with a module's hook, for any of its hooks. The device, not the
+    # string "cpu", with which accelerate sends bitsandbytes 8-bit weights through `.to(0)`.
+    execution_device, hook.execution_device = hook.execution_device, torch.device("cpu")
+    try:
+        hook.pre_forward(module)
+        yield
+    finally:
+        hook.post_forward(module, None)
+        hook.execution_device = execution_device
 
 
 class ModelMixin(torch.nn.Module, PushToHubMixin):

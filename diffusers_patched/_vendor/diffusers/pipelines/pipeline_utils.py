@@ -456,8 +456,10 @@ class DiffusionPipeline(ConfigMixin, PushToHubMixin):
                 save_kwargs["save_peft_format"] = False
 
             # Components offloaded with `enable_sequential_cpu_offload()` only hold meta placeholders for their weights.
-            # `ModelMixin.save_pretrained` onloads them itself; other models, e.g. transformers', are onloaded here.
-            onload = nullcontext() if isinstance(sub_model, ModelMixin) else onload_offloaded_weights(sub_model)
+            # `ModelMixin.save_pretrained` onloads them itself, and transformers' the weights of a model it dispatched
+            # with a `device_map`, a shard at a time; other models, e.g. transformers' offloaded so, are onloaded here.
+            saves_offloaded_weights = isinstance(sub_model, ModelMixin) or getattr(sub_model, "hf_device_map", None)
+            onload = nullcontext() if saves_offloaded_weights else onload_offloaded_weights(sub_model)
             with onload:
                 save_method(os.path.join(save_directory, pipeline_component_name), **save_kwargs)
 
