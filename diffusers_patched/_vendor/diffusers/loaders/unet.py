@@ -704,38 +704,40 @@ class UNet2DConditionLoadersMixin:
         # run where the modules around them run.
         removed_hooks = _remove_accelerate_hooks(self, recurse=True)
 
-        # Kolors Unet already has a `encoder_hid_proj`
-        if (
-            self.encoder_hid_proj is not None
-            and self.config.encoder_hid_dim_type == "text_proj"
-            and not hasattr(self, "text_encoder_hid_proj")
-        ):
-            self.text_encoder_hid_proj = self.encoder_hid_proj
+        # The hooks are put back even where loading fails (e.g. a file that does not match the UNet).
+        try:
+            # Kolors Unet already has a `encoder_hid_proj`
+            if (
+                self.encoder_hid_proj is not None
+                and self.config.encoder_hid_dim_type == "text_proj"
+                and not hasattr(self, "text_encoder_hid_proj")
+            ):
+                self.text_encoder_hid_proj = self.encoder_hid_proj
 
-        # Set encoder_hid_proj after loading ip_adapter weights,
-        # because `IPAdapterPlusImageProjection` also has `attn_processors`.
-        self.encoder_hid_proj = None
+            # Set encoder_hid_proj after loading ip_adapter weights,
+            # because `IPAdapterPlusImageProjection` also has `attn_processors`.
+            self.encoder_hid_proj = None
 
-        attn_procs = self._convert_ip_adapter_attn_to_diffusers(state_dicts, low_cpu_mem_usage=low_cpu_mem_usage)
-        self.set_attn_processor(attn_procs)
+            attn_procs = self._convert_ip_adapter_attn_to_diffusers(state_dicts, low_cpu_mem_usage=low_cpu_mem_usage)
+            self.set_attn_processor(attn_procs)
 
-        # convert IP-Adapter Image Projection layers to diffusers
-        image_projection_layers = []
-        for state_dict in state_dicts:
-            image_projection_layer = self._convert_ip_adapter_image_proj_to_diffusers(
-                state_dict["image_proj"], low_cpu_mem_usage=low_cpu_mem_usage
-            )
-            image_projection_layers.append(image_projection_layer)
+            # convert IP-Adapter Image Projection layers to diffusers
+            image_projection_layers = []
+            for state_dict in state_dicts:
+                image_projection_layer = self._convert_ip_adapter_image_proj_to_diffusers(
+                    state_dict["image_proj"], low_cpu_mem_usage=low_cpu_mem_usage
+                )
+                image_projection_layers.append(image_projection_layer)
 
-        self.encoder_hid_proj = MultiIPAdapterImageProjection(image_projection_layers)
-        self.config.encoder_hid_dim_type = "ip_image_proj"
+            self.encoder_hid_proj = MultiIPAdapterImageProjection(image_projection_layers)
+            self.config.encoder_hid_dim_type = "ip_image_proj"
 
-        # Only the new layers are moved: quantized and dispatched models cannot be cast or moved as a whole.
-        for layer in [self.encoder_hid_proj, *attn_procs.values()]:
-            if isinstance(layer, torch.nn.Module):
-                layer.to(dtype=self.dtype, device=self.device)
-
-        _restore_accelerate_hooks(removed_hooks, [self])
+            # Only the new layers are moved: quantized and dispatched models cannot be cast or moved as a whole.
+            for layer in [self.encoder_hid_proj, *attn_procs.values()]:
+                if isinstance(layer, torch.nn.Module):
+                    layer.to(dtype=self.dtype, device=self.device)
+        finally:
+            _restore_accelerate_hooks(removed_hooks, [self])
 
     def _load_ip_adapter_loras(self, state_dicts):
         lora_dicts = {}
