@@ -469,8 +469,12 @@ def _load_lora_into_text_encoder(
         # scale LoRA layers with `lora_scale`
         scale_lora_layers(text_encoder, weight=lora_scale)
         if getattr(text_encoder, "is_quantized", False):
-            # transformers refuses to cast a quantized model to a `dtype`, even its own.
+            # transformers refuses to cast a quantized model to a `dtype`, even its own: cast the LoRA layers only.
             text_encoder.to(device=text_encoder.device)
+            for module in text_encoder.modules():
+                if isinstance(module, BaseTunerLayer):
+                    for layer_name in module.adapter_layer_names:
+                        getattr(module, layer_name).to(dtype=text_encoder.dtype)
         else:
             text_encoder.to(device=text_encoder.device, dtype=text_encoder.dtype)
 
