@@ -23,7 +23,7 @@ from typing import Literal
 import safetensors
 import torch
 
-from ..hooks.group_offloading import _get_top_level_group_offload_hook, _without_group_offloading
+from ..hooks.group_offloading import _without_group_offloading
 from ..utils import (
     MIN_PEFT_VERSION,
     USE_PEFT_BACKEND,
@@ -356,18 +356,6 @@ class PeftAdapterMixin:
                 raise ValueError(
                     f"Trying to hotswap LoRA adapter '{adapter_name}' but there is no existing adapter by that name. "
                     "Please choose an existing adapter name or set `hotswap=False` to prevent hotswapping."
-                )
-            group_offload_hook = _get_top_level_group_offload_hook(self)
-            if (
-                hotswap
-                and group_offload_hook is not None
-                and group_offload_hook.config.offload_to_disk_path is not None
-            ):
-                # The adapter's weights are in the files of group offloading, which hotswapping would not write.
-                raise ValueError(
-                    f"Cannot hotswap the LoRA adapter '{adapter_name}' into {self.__class__.__name__}, which is group "
-                    "offloaded to disk. Load it under another `adapter_name` without `hotswap`, or hotswap before "
-                    "`enable_group_offload(..., offload_to_disk_path=...)`."
                 )
 
             if adapter_name is None:
